@@ -1,0 +1,44 @@
+"""einsum-analyze: what does the backward pass of this einsum really cost?
+
+Example:
+    >>> from einsum_analyze import analyze
+    >>> report = analyze("ab,bc->ac", [(2, 3), (3, 4)])
+    >>> report.plan.flops
+    48
+"""
+
+from __future__ import annotations
+
+from .analysis import analyze
+from .equation import Equation, parse_equation
+from .errors import (
+    BackendUnavailableError,
+    EinsumAnalyzeError,
+    EquationError,
+    PlanningError,
+    ShapeError,
+)
+from .memory import MemoryProfile, simulate_memory
+from .planning import Plan, Step, plan_contraction
+from .report import SCHEMA_VERSION, Report
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "BackendUnavailableError",
+    "EinsumAnalyzeError",
+    "Equation",
+    "EquationError",
+    "MemoryProfile",
+    "Plan",
+    "PlanningError",
+    "Report",
+    "ShapeError",
+    "Step",
+    "__version__",
+    "analyze",
+    "parse_equation",
+    "plan_contraction",
+    "simulate_memory",
+]

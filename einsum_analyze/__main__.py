@@ -1,0 +1,3 @@
+from einsum_analyze.cli import main
+
+main()

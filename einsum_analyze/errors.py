@@ -1,0 +1,34 @@
+"""The exceptions einsum-analyze raises for input a user can fix.
+
+Anything else that escapes (TypeError, AssertionError, ...) is a bug and stays loud.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailableError",
+    "EinsumAnalyzeError",
+    "EquationError",
+    "PlanningError",
+    "ShapeError",
+]
+
+
+class EinsumAnalyzeError(Exception):
+    """Base class: a problem with the user's input, options or environment."""
+
+
+class EquationError(EinsumAnalyzeError):
+    """The einsum equation text is malformed or inconsistent."""
+
+
+class ShapeError(EinsumAnalyzeError):
+    """Operand shapes or index sizes do not fit the equation."""
+
+
+class PlanningError(EinsumAnalyzeError):
+    """An optimizer, path, memory limit or strategy option is invalid."""
+
+
+class BackendUnavailableError(EinsumAnalyzeError):
+    """A requested device, backend or dtype is not available here."""

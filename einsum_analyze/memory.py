@@ -1,0 +1,168 @@
+"""Memory as a replay of a schedule of allocate and free events (DESIGN.md section 5).
+
+A schedule lists, in execution order, every tensor the run creates and when it dies.
+The caller's operands are live throughout and are not in the schedule; the replay adds
+them as a constant. Figures are in elements inside the schedule and in bytes in the
+:class:`MemoryProfile`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .planning import Plan, size_of
+
+__all__ = [
+    "Event",
+    "MemoryProfile",
+    "forward_schedule",
+    "input_elements",
+    "simulate_memory",
+]
+
+EventKind = Literal["alloc", "free"]
+Phase = Literal["forward", "backward"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Allocate or free one tensor.
+
+    Attributes:
+        kind: ``"alloc"`` or ``"free"``.
+        tensor: The tensor's name, unique within a schedule (e.g. ``"x20"``, ``"g3"``).
+        elements: The tensor's element count.
+        phase: ``"forward"`` or ``"backward"``.
+    """
+
+    kind: EventKind
+    tensor: str
+    elements: int
+    phase: Phase
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryProfile:
+    """The result of replaying a schedule.
+
+    Attributes:
+        itemsize: Bytes per element.
+        input_bytes: The caller's operands, live throughout.
+        peak_bytes: Largest live total, inputs included.
+        peak_event: Index of the event at which the peak was first reached (-1: inputs only).
+        forward_peak_bytes: Largest live total during the forward events, inputs included.
+        retained_bytes: Bytes live at the end of forward beyond the inputs and the output
+            (kept for backward).
+        final_bytes: Bytes live after the last event, inputs included.
+        live_bytes: Live total after every event, inputs included.
+    """
+
+    itemsize: int
+    input_bytes: int
+    peak_bytes: int
+    peak_event: int
+    forward_peak_bytes: int
+    retained_bytes: int
+    final_bytes: int
+    live_bytes: tuple[int, ...]
+
+    @property
+    def peak_bytes_without_inputs(self) -> int:
+        """The peak above what the caller's operands already take."""
+        return self.peak_bytes - self.input_bytes
+
+    def __repr__(self) -> str:
+        return f"MemoryProfile(peak_bytes={self.peak_bytes}, retained_bytes={self.retained_bytes})"
+
+
+def input_elements(plan: Plan) -> int:
+    """Total elements of the caller's operands."""
+    size_dict = plan.equation.size_dict
+    return sum(size_of("".join(dict.fromkeys(t)), size_dict) for t in plan.equation.terms)
+
+
+def forward_schedule(plan: Plan, retain: Iterable[int] = ()) -> list[Event]:
+    """The forward pass as events: each step allocates its result; dead ones are freed.
+
+    Args:
+        plan: The forward plan.
+        retain: Single-use ids of intermediates to keep alive after forward (for
+            backward); all others are freed by the step that consumes them.
+
+    Returns:
+        The events in order. The final output is never freed (the caller receives it).
+    """
+    kept = set(retain)
+    num_ops = plan.equation.num_operands
+    sizes = {step.output: step.output_elements for step in plan.steps}
+    events: list[Event] = []
+    for step in plan.steps:
+        events.append(Event(kind="alloc", tensor=f"x{step.output}", elements=step.output_elements,
+                            phase="forward"))
+        for tensor in step.inputs:
+            if tensor >= num_ops and tensor not in kept:
+                events.append(Event(kind="free", tensor=f"x{tensor}", elements=sizes[tensor],
+                                    phase="forward"))
+    return events
+
+
+def simulate_memory(
+    events: Sequence[Event],
+    *,
+    input_elements: int,
+    output_elements: int,
+    itemsize: int,
+) -> MemoryProfile:
+    """Replay ``events`` and report live bytes.
+
+    Args:
+        events: The schedule.
+        input_elements: Elements of the caller's operands (live throughout).
+        output_elements: Elements of the forward output, to separate it from retained bytes.
+        itemsize: Bytes per element.
+
+    Returns:
+        The :class:`MemoryProfile`.
+
+    Raises:
+        ValueError: A tensor is freed without being live, or allocated twice.
+
+    Example:
+        >>> ev = [Event(kind="alloc", tensor="x2", elements=6, phase="forward")]
+        >>> simulate_memory(ev, input_elements=10, output_elements=6, itemsize=4).peak_bytes
+        64
+    """
+    live: dict[str, int] = {}
+    total = input_elements
+    peak, peak_event = total, -1
+    forward_peak = total
+    forward_end_total = total
+    after: list[int] = []
+    for number, event in enumerate(events):
+        if event.kind == "alloc":
+            if event.tensor in live:
+                raise ValueError(f"tensor {event.tensor} allocated twice")
+            live[event.tensor] = event.elements
+            total += event.elements
+        else:
+            if live.pop(event.tensor, None) is None:
+                raise ValueError(f"tensor {event.tensor} freed but not live")
+            total -= event.elements
+        after.append(total * itemsize)
+        if total > peak:
+            peak, peak_event = total, number
+        if event.phase == "forward":
+            forward_peak = max(forward_peak, total)
+            forward_end_total = total
+    return MemoryProfile(
+        itemsize=itemsize,
+        input_bytes=input_elements * itemsize,
+        peak_bytes=peak * itemsize,
+        peak_event=peak_event,
+        forward_peak_bytes=forward_peak * itemsize,
+        retained_bytes=(forward_end_total - input_elements - output_elements) * itemsize,
+        final_bytes=total * itemsize,
+        live_bytes=tuple(after),
+    )

@@ -1,0 +1,332 @@
+"""Plan a contraction path with opt_einsum and describe it step by step.
+
+Planners see labels and sizes, never arrays. FLOPs follow opt_einsum's convention
+(``helpers.flop_count``): the size of the joint index space of a step, times
+``max(1, operands - 1)``, plus one more time that size when the step sums an index.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._types import Label, LinearPath, SizeDict, SsaPath, Term
+from .equation import Equation
+from .errors import PlanningError
+
+__all__ = [
+    "OPTIMIZERS",
+    "Plan",
+    "Step",
+    "count_flops",
+    "parse_memory_limit",
+    "plan_contraction",
+    "size_of",
+]
+
+
+OPTIMIZERS: tuple[str, ...] = (
+    "auto",
+    "auto-hq",
+    "branch-1",
+    "branch-2",
+    "branch-all",
+    "dp",
+    "dynamic-programming",
+    "eager",
+    "greedy",
+    "opportunistic",
+    "optimal",
+    "random-greedy",
+    "random-greedy-128",
+)
+"""opt_einsum's optimizer names (checked against the installed opt_einsum in the tests)."""
+
+
+def size_of(labels: str, size_dict: SizeDict) -> int:
+    """Number of elements of a tensor with distinct ``labels`` (1 for a scalar)."""
+    return math.prod(size_dict[char] for char in labels)
+
+
+def count_flops(contracted: str, has_sum: bool, num_terms: int, size_dict: SizeDict) -> int:
+    """FLOPs of one contraction in opt_einsum's convention.
+
+    Args:
+        contracted: Every distinct label the step touches.
+        has_sum: Whether the step sums at least one label away.
+        num_terms: How many tensors the step consumes.
+        size_dict: Size of every label.
+
+    Returns:
+        ``size * (max(1, num_terms - 1) + has_sum)`` where size is the joint index space.
+
+    Example:
+        >>> count_flops("abc", True, 2, {"a": 2, "b": 3, "c": 4})
+        48
+    """
+    factor = max(1, num_terms - 1) + (1 if has_sum else 0)
+    return size_of(contracted, size_dict) * factor
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One contraction of the plan.
+
+    Attributes:
+        index: Position of the step in the plan.
+        operands: Positions in the current operand list, as in opt_einsum's linear path.
+        inputs: Single-use ids of the tensors consumed (inputs are ``0..n-1``).
+        output: Single-use id of the tensor produced.
+        input_terms: Labels of each consumed tensor.
+        output_term: Labels of the produced tensor.
+        removed: Labels summed away by this step.
+        flops: FLOPs of the step (opt_einsum convention).
+        output_elements: Elements of the produced tensor.
+    """
+
+    index: int
+    operands: tuple[int, ...]
+    inputs: tuple[int, ...]
+    output: int
+    input_terms: tuple[Term, ...]
+    output_term: Term
+    removed: str
+    flops: int
+    output_elements: int
+
+    @property
+    def equation(self) -> str:
+        """The step's own einsum, e.g. ``'ab,bc->ac'``."""
+        return ",".join(self.input_terms) + "->" + self.output_term
+
+    @property
+    def scaling(self) -> int:
+        """Number of distinct labels the step touches."""
+        return len(set("".join(self.input_terms)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """A contraction path with per-step figures, built eagerly.
+
+    Attributes:
+        equation: The normalised equation.
+        optimizer: Name of the optimizer that chose the path (``"explicit"`` if given).
+        path: opt_einsum linear path.
+        steps: The steps in execution order.
+        flops: Total FLOPs, equal to opt_einsum's ``PathInfo.opt_cost`` for this path.
+        naive_flops: FLOPs of a single all-at-once contraction (opt_einsum's naive cost).
+        largest_intermediate_elements: Largest tensor a step produces (the output counts).
+    """
+
+    equation: Equation
+    optimizer: str
+    path: LinearPath
+    steps: tuple[Step, ...]
+    flops: int
+    naive_flops: int
+    largest_intermediate_elements: int
+
+    @property
+    def ssa_path(self) -> SsaPath:
+        """The path with single-use tensor ids."""
+        return tuple(step.inputs for step in self.steps)
+
+    @property
+    def output_id(self) -> int:
+        """Single-use id of the final tensor."""
+        return self.steps[-1].output
+
+    def __repr__(self) -> str:
+        return (
+            f"Plan({self.equation.explicit!r}, optimizer={self.optimizer!r}, "
+            f"steps={len(self.steps)}, flops={self.flops})"
+        )
+
+    @classmethod
+    def from_path(
+        cls, equation: Equation, path: Sequence[Sequence[int]], *, optimizer: str = "explicit"
+    ) -> Plan:
+        """Build a plan from an opt_einsum linear path.
+
+        Raises:
+            PlanningError: The path does not contract every operand into one, or names a
+                position that does not exist.
+        """
+        return _build_plan(equation, path, optimizer)
+
+
+def parse_memory_limit(
+    limit: int | str | None, equation: Equation, itemsize: int
+) -> int | None:
+    """Turn a user's memory limit into opt_einsum's element count.
+
+    Args:
+        limit: ``None``, an element count, ``"max_input"`` (the largest input or output, as
+            opt_einsum means it), or a byte size such as ``"512MiB"`` or ``"2GB"``.
+        equation: The equation, for ``max_input``.
+        itemsize: Bytes per element, to turn a byte size into elements.
+
+    Returns:
+        The limit in elements, or ``None`` for no limit.
+
+    Raises:
+        PlanningError: An unreadable or non-positive limit.
+
+    Example:
+        >>> eq = parse_equation("ab,bc->ac", [(2, 3), (3, 4)])
+        >>> parse_memory_limit("1KiB", eq, 4)
+        256
+    """
+    if limit is None:
+        return None
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        if limit < 1:
+            raise PlanningError(f"memory limit {limit} must be a positive number of elements")
+        return limit
+    if limit == "max_input":
+        sizes = [size_of("".join(dict.fromkeys(t)), equation.size_dict) for t in equation.terms]
+        sizes.append(size_of(equation.output, equation.size_dict))
+        return max(sizes)
+    if isinstance(limit, str):
+        from .parsing import parse_bytes
+
+        try:
+            if limit.strip().isdigit():
+                elements = int(limit)
+            else:
+                elements = parse_bytes(limit) // itemsize
+        except ValueError as err:
+            raise PlanningError(f"memory limit {limit!r}: {err}") from err
+        if elements < 1:
+            raise PlanningError(f"memory limit {limit!r} is less than one element")
+        return elements
+    raise PlanningError(f"memory limit {limit!r} is not an element count or a byte size")
+
+
+def plan_contraction(
+    equation: Equation,
+    optimize: str | Sequence[Sequence[int]] = "auto",
+    memory_limit: int | None = None,
+) -> Plan:
+    """Choose a forward path with opt_einsum and describe every step.
+
+    Args:
+        equation: The normalised equation.
+        optimize: An opt_einsum optimizer name, or an explicit linear path.
+        memory_limit: Largest intermediate allowed, in elements (opt_einsum's meaning).
+
+    Returns:
+        The :class:`Plan`.
+
+    Raises:
+        PlanningError: Unknown optimizer or an invalid explicit path.
+
+    Example:
+        >>> eq = parse_equation("ab,bc,cd->ad", [(2, 3), (3, 4), (4, 5)])
+        >>> plan_contraction(eq, "optimal").flops
+        104
+    """
+    if not isinstance(optimize, str):
+        return _build_plan(equation, optimize, "explicit")
+    name = optimize.lower()
+    if name not in OPTIMIZERS:
+        raise PlanningError(
+            f"unknown optimizer {optimize!r}; choose one of: {', '.join(OPTIMIZERS)}"
+        )
+    num_ops = equation.num_operands
+    if num_ops <= 2:
+        path: list[tuple[int, ...]] = [tuple(range(num_ops))]
+    else:
+        from opt_einsum import paths
+
+        input_sets = [frozenset(term) for term in equation.terms]
+        try:
+            found = paths.get_path_fn(name)(
+                input_sets, frozenset(equation.output), dict(equation.size_dict), memory_limit
+            )
+        except (ValueError, KeyError, RuntimeError) as err:
+            raise PlanningError(f"optimizer {name!r} failed: {err}") from err
+        path = [tuple(int(i) for i in step) for step in found]
+    return _build_plan(equation, path, name)
+
+
+def _build_plan(equation: Equation, path: Sequence[Sequence[int]], optimizer: str) -> Plan:
+    """Walk a linear path once, keeping a count of live holders of each label."""
+    size_dict = equation.size_dict
+    num_ops = equation.num_operands
+    terms: list[Term] = list(equation.terms)
+    ids: list[int] = list(range(num_ops))
+    # How many live tensors (plus the output) hold each label: a label leaves a step's
+    # result exactly when the step consumes all its holders and the output lacks it.
+    holders: dict[Label, int] = {}
+    for term in terms:
+        for char in set(term):
+            holders[char] = holders.get(char, 0) + 1
+    for char in equation.output:
+        holders[char] = holders.get(char, 0) + 1
+
+    steps: list[Step] = []
+    next_id = num_ops
+    for index, raw in enumerate(path):
+        positions = tuple(sorted((int(p) for p in raw), reverse=True))
+        if not positions or len(set(positions)) != len(positions):
+            raise PlanningError(f"path step {index} {tuple(raw)} is empty or repeats a position")
+        if positions[0] >= len(terms) or positions[-1] < 0:
+            raise PlanningError(
+                f"path step {index} {tuple(raw)} names a position outside 0..{len(terms) - 1}"
+            )
+        in_terms = tuple(terms.pop(p) for p in positions)
+        in_ids = tuple(ids.pop(p) for p in positions)
+        joint = "".join(in_terms)
+        counts: dict[Label, int] = {}
+        for term in in_terms:
+            for char in set(term):
+                counts[char] = counts.get(char, 0) + 1
+        is_last = index == len(path) - 1
+        if is_last:
+            if terms:
+                raise PlanningError(
+                    f"the path leaves {len(terms) + 1} tensors; it must contract to one"
+                )
+            out_term = equation.output
+        else:
+            kept = [char for char in counts if holders[char] > counts[char]]
+            out_term = "".join(sorted(kept, key=joint.find))
+        removed = "".join(char for char in counts if char not in out_term)
+        for char, n in counts.items():
+            holders[char] -= n
+        for char in out_term:
+            holders[char] = holders.get(char, 0) + 1
+        contracted = "".join(counts)
+        steps.append(
+            Step(
+                index=index,
+                operands=tuple(int(p) for p in raw),
+                inputs=in_ids,
+                output=next_id,
+                input_terms=in_terms,
+                output_term=out_term,
+                removed=removed,
+                flops=count_flops(contracted, bool(removed), len(in_terms), size_dict),
+                output_elements=size_of(out_term, size_dict),
+            )
+        )
+        terms.append(out_term)
+        ids.append(next_id)
+        next_id += 1
+    if not steps or terms != [equation.output]:
+        raise PlanningError("the path does not contract every operand into one tensor")
+
+    all_labels = "".join(dict.fromkeys("".join(equation.terms)))
+    inner = sum(len(set(t)) for t in equation.terms) > len(all_labels)
+    return Plan(
+        equation=equation,
+        optimizer=optimizer,
+        path=tuple(tuple(int(p) for p in raw) for raw in path),
+        steps=tuple(steps),
+        flops=sum(step.flops for step in steps),
+        naive_flops=count_flops(all_labels, inner, max(num_ops, 1), size_dict),
+        largest_intermediate_elements=max(step.output_elements for step in steps),
+    )

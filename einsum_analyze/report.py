@@ -1,0 +1,149 @@
+"""The report: one frozen object per analysis, its JSON form, and the one JSON writer."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any
+
+from .equation import Equation
+from .memory import MemoryProfile
+from .planning import Plan
+
+if TYPE_CHECKING:
+    from .strategies import GradientPlan, StrategyResult
+
+__all__ = ["SCHEMA_VERSION", "Report", "dump_json", "environment", "load_schema"]
+
+SCHEMA_VERSION = 1
+"""Bumped on any change that breaks a reader of earlier reports (docs/schema.md)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    """Everything one analysis found, as data. Renderers read it; they compute nothing.
+
+    Attributes:
+        equation: The normalised equation.
+        dtype: Element type the byte figures use.
+        itemsize: Bytes per element of ``dtype``.
+        plan: The forward plan.
+        forward_memory: Replay of the forward (inference) schedule.
+        memory_limit_elements: The planner's limit on intermediates, if any.
+        analysis_s: Wall seconds the analysis took.
+        gradients: Derived gradient contractions, if backward was analysed.
+        strategies: Backward strategies, if analysed.
+        warnings: Things the user should know (approximations, fallbacks).
+        environment: Versions and platform.
+    """
+
+    equation: Equation
+    dtype: str
+    itemsize: int
+    plan: Plan
+    forward_memory: MemoryProfile
+    memory_limit_elements: int | None
+    analysis_s: float
+    gradients: GradientPlan | None = None
+    strategies: tuple[StrategyResult, ...] = ()
+    runs: tuple[Mapping[str, Any], ...] = ()
+    warnings: tuple[str, ...] = ()
+    environment: Mapping[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"Report({self.equation.explicit!r}, flops={self.plan.flops})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data (schema ``schema/report.schema.json``)."""
+        from . import __version__
+
+        eq = self.equation
+        itemsize = self.itemsize
+        plan = self.plan
+        mem = self.forward_memory
+        out_elements = plan.steps[-1].output_elements
+        data: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "einsum-analyze", "version": __version__},
+            "input": {"equation": eq.text, "shapes": [list(s) for s in eq.shapes],
+                      "dtype": self.dtype},
+            "equation": eq.explicit,
+            "shapes": [list(s) for s in eq.shapes],
+            "dtype": self.dtype,
+            "itemsize": itemsize,
+            "size_dict": dict(eq.size_dict),
+            "forward": {
+                "optimizer": plan.optimizer,
+                "memory_limit_elements": self.memory_limit_elements,
+                "path": [list(p) for p in plan.path],
+                "flops": plan.flops,
+                "log10_flops": _log10(plan.flops),
+                "naive_flops": plan.naive_flops,
+                "speedup": plan.naive_flops / max(plan.flops, 1),
+                "largest_intermediate_elements": plan.largest_intermediate_elements,
+                "largest_intermediate_bytes": plan.largest_intermediate_elements * itemsize,
+                "input_bytes": mem.input_bytes,
+                "output_bytes": out_elements * itemsize,
+                "peak_bytes": mem.peak_bytes,
+                "peak_bytes_without_inputs": mem.peak_bytes_without_inputs,
+                "steps": [
+                    {
+                        "index": step.index,
+                        "operands": list(step.operands),
+                        "inputs": list(step.inputs),
+                        "output": step.output,
+                        "equation": step.equation,
+                        "removed": step.removed,
+                        "flops": step.flops,
+                        "output_elements": step.output_elements,
+                        "output_bytes": step.output_elements * itemsize,
+                    }
+                    for step in plan.steps
+                ],
+            },
+            "timing": {"analysis_s": self.analysis_s},
+            "environment": dict(self.environment),
+            "warnings": list(self.warnings),
+        }
+        if self.gradients is not None:
+            data["gradients"] = self.gradients.to_dicts(itemsize)
+            data["grad_operands"] = list(self.gradients.operands)
+        if self.strategies:
+            data["strategies"] = [s.to_dict(itemsize) for s in self.strategies]
+        if self.runs:
+            data["runs"] = [dict(r) for r in self.runs]
+        return data
+
+
+def _log10(value: int) -> float:
+    return math.log10(value) if value > 0 else 0.0
+
+
+def environment() -> dict[str, Any]:
+    """Versions and platform of this process (no torch import)."""
+    import opt_einsum
+
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "opt_einsum": opt_einsum.__version__,
+    }
+
+
+def dump_json(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], stream: IO[str]) -> None:
+    """The one JSON writer: sorted keys, indent 2, trailing newline; NaN is refused."""
+    json.dump(data, stream, indent=2, sort_keys=True, allow_nan=False)
+    stream.write("\n")
+
+
+def load_schema() -> dict[str, Any]:
+    """The JSON Schema every report validates against."""
+    from importlib.resources import files
+
+    text = files("einsum_analyze").joinpath("schema/report.schema.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
