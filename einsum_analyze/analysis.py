@@ -5,12 +5,21 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from ._types import DTYPE_ITEMSIZE
+from ._types import DTYPE_ITEMSIZE, Strategy
 from .equation import parse_equation, shapes_from_sizes
 from .errors import PlanningError, ShapeError
 from .memory import forward_schedule, input_elements, simulate_memory
+from .parsing import parse_operand_list
 from .planning import parse_memory_limit, plan_contraction
 from .report import Report, environment
+from .strategies import (
+    LARGE_NETWORK,
+    STRATEGIES,
+    GradientPlan,
+    StrategyResult,
+    build_strategy,
+    plan_gradients,
+)
 
 __all__ = ["analyze"]
 
@@ -23,6 +32,8 @@ def analyze(
     optimize: str | Sequence[Sequence[int]] = "auto",
     memory_limit: int | str | None = None,
     dtype: str = "float32",
+    grad: str | Sequence[int] = "all",
+    strategies: Sequence[str] | None = STRATEGIES,
 ) -> Report:
     """Analyse an einsum: normalise it, plan its forward path, replay its memory.
 
@@ -36,6 +47,9 @@ def analyze(
         memory_limit: Largest intermediate for the planner: elements, ``"max_input"`` or a
             byte size such as ``"512MiB"`` (converted with ``dtype``).
         dtype: Element type for byte figures.
+        grad: Operands that need a gradient: ``"all"``, ``"none"``, a list of positions,
+            or text such as ``"0,3"`` or ``"9-17"``.
+        strategies: Backward strategies to model (``None`` or empty: forward only).
 
     Returns:
         The :class:`Report`.
@@ -65,6 +79,45 @@ def analyze(
         output_elements=plan.steps[-1].output_elements,
         itemsize=itemsize,
     )
+    strategy_results: list[StrategyResult] = []
+    gradients: GradientPlan | None = None
+    warnings: list[str] = []
+    chosen = _check_strategies(strategies or ())
+    if chosen:
+        if isinstance(grad, str):
+            operands = parse_operand_list(grad, eq.num_operands)
+        else:
+            operands = tuple(sorted(set(int(k) for k in grad)))
+            for k in operands:
+                if not 0 <= k < eq.num_operands:
+                    raise PlanningError(
+                        f"operand {k} does not exist; the equation has operands "
+                        f"0..{eq.num_operands - 1}"
+                    )
+        for name in chosen:
+            if name == "independent":
+                continue
+            strategy_results.append(build_strategy(name, plan, operands, itemsize=itemsize))
+        if "independent" in chosen:
+            name_ = optimize if isinstance(optimize, str) else "auto"
+            gradients = plan_gradients(eq, operands, name_)
+            if gradients.optimizer != name_:
+                warnings.append(
+                    f"the independent strategy planned its {len(operands)} gradient "
+                    f"contractions with {gradients.optimizer!r} instead of {name_!r}: "
+                    f"the network has over {LARGE_NETWORK} operands"
+                )
+            strategy_results.append(
+                build_strategy("independent", plan, operands, itemsize=itemsize,
+                               gradients=gradients)
+            )
+        if "torch-autograd" in chosen:
+            warnings.append(
+                "the torch-autograd model counts the reduced copies torch.einsum keeps for "
+                "backward but not the permuted copies it may make before a matrix product"
+            )
+        order = {name: number for number, name in enumerate(chosen)}
+        strategy_results.sort(key=lambda result: order[result.name])
     return Report(
         equation=eq,
         dtype=dtype,
@@ -73,5 +126,21 @@ def analyze(
         forward_memory=forward,
         memory_limit_elements=limit,
         analysis_s=time.perf_counter() - start,
+        gradients=gradients,
+        strategies=tuple(strategy_results),
+        warnings=tuple(warnings),
         environment=environment(),
     )
+
+
+def _check_strategies(names: Sequence[str]) -> tuple[Strategy, ...]:
+    chosen: list[Strategy] = []
+    for name in names:
+        match = next((s for s in STRATEGIES if s == name), None)
+        if match is None:
+            raise PlanningError(
+                f"unknown strategy {name!r}; choose from: {', '.join(STRATEGIES)}"
+            )
+        if match not in chosen:
+            chosen.append(match)
+    return tuple(chosen)

@@ -15,6 +15,7 @@ from . import __version__
 from ._types import DType
 from .errors import EinsumAnalyzeError
 from .planning import OPTIMIZERS
+from .strategies import STRATEGIES
 
 __all__ = ["cli", "main"]
 
@@ -96,6 +97,22 @@ class _OneLineErrors(click.Command):
     help="Element type for byte figures.",
 )
 @click.option(
+    "--grad",
+    default="all",
+    show_default=True,
+    metavar="OPERANDS",
+    help="Operands that need a gradient: all, none, or positions such as 0,3 or 9-17.",
+)
+@click.option(
+    "--strategy",
+    "strategies",
+    default=",".join(STRATEGIES),
+    show_default=True,
+    metavar="NAMES",
+    help="Backward strategies to model, comma-separated: reverse, independent, "
+    "torch-autograd; 'none' for forward only.",
+)
+@click.option(
     "--device",
     default="none",
     show_default=True,
@@ -115,16 +132,31 @@ def cli(
     optimize: str,
     memory_limit: str | None,
     dtype: str,
+    grad: str,
+    strategies: str,
     device: str,
     json_path: str | None,
 ) -> None:
-    """Analyse the cost of an einsum: forward path, FLOPs and peak memory.
+    """Analyse the cost of an einsum's forward and backward passes.
 
     EQUATION is an einsum as numpy and torch accept it (explicit or implicit output,
-    '...', repeated indices). Give operand sizes with --shapes or --sizes.
+    '...', repeated indices). Give operand sizes with --shapes or --sizes. The report
+    gives the forward path with FLOPs and peak memory, every operand's gradient
+    contraction, and each backward strategy's FLOPs, retained bytes and training peak.
     """
     try:
-        _analyze(equation, shapes, sizes, optimize, memory_limit, dtype, device, json_path)
+        _analyze(
+            equation,
+            shapes,
+            sizes,
+            optimize,
+            memory_limit,
+            dtype,
+            grad,
+            strategies,
+            device,
+            json_path,
+        )
     except EinsumAnalyzeError as err:
         raise InputError(str(err)) from err
 
@@ -136,6 +168,8 @@ def _analyze(
     optimize: str,
     memory_limit: str | None,
     dtype: str,
+    grad: str,
+    strategies: str,
     device: str,
     json_path: str | None,
 ) -> None:
@@ -154,6 +188,8 @@ def _analyze(
         optimize=optimize,
         memory_limit=memory_limit,
         dtype=dtype,
+        grad=grad,
+        strategies=_split_names(strategies),
     )
     data = report.to_dict()
     if json_path == "-":
@@ -170,6 +206,11 @@ def _analyze(
     from .render import render_report
 
     render_report(report, Console())
+
+
+def _split_names(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip().lower() for name in text.split(",") if name.strip())
+    return () if names in ((), ("none",)) else names
 
 
 def main() -> None:

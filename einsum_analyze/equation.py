@@ -58,6 +58,21 @@ class Equation:
     def __repr__(self) -> str:
         return f"Equation({self.explicit!r})"
 
+    @classmethod
+    def from_terms(
+        cls, terms: Sequence[Term], output: Term, size_dict: Mapping[Label, int]
+    ) -> Equation:
+        """Build an already-normalised equation (a derived one) without parsing text.
+
+        Example:
+            >>> Equation.from_terms(["ab", "bc"], "ac", {"a": 2, "b": 3, "c": 4}).shapes
+            ((2, 3), (3, 4))
+        """
+        shapes = tuple(tuple(size_dict[char] for char in term) for term in terms)
+        used = {char: size_dict[char] for char in dict.fromkeys("".join(terms) + output)}
+        text = ",".join(terms) + "->" + output
+        return cls(text=text, terms=tuple(terms), output=output, shapes=shapes, size_dict=used)
+
 
 def split_equation(text: str) -> tuple[list[str], str | None]:
     """Split equation text into raw input terms and the raw output (``None`` if implicit).

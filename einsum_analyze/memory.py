@@ -20,27 +20,49 @@ __all__ = [
     "forward_schedule",
     "input_elements",
     "simulate_memory",
+    "tensor_name",
 ]
 
 EventKind = Literal["alloc", "free"]
 Phase = Literal["forward", "backward"]
+Operation = Literal["", "contract", "unreduce", "view", "seed"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
     """Allocate or free one tensor.
 
+    An allocation also says how its tensor is computed, so that an executor can run the
+    schedule exactly as the memory model replays it.
+
     Attributes:
         kind: ``"alloc"`` or ``"free"``.
         tensor: The tensor's name, unique within a schedule (e.g. ``"x20"``, ``"g3"``).
-        elements: The tensor's element count.
+            The caller's operands are ``"in0"``, ``"in1"``, ... and are never allocated.
+        elements: Elements the event allocates or frees.
         phase: ``"forward"`` or ``"backward"``.
+        op: How an allocated tensor is computed: ``"contract"`` (an einsum of ``inputs``),
+            ``"unreduce"`` (broadcast and diagonal-embed one input into a new tensor),
+            ``"view"`` (a permuted or broadcast view that takes over its input's storage),
+            ``"seed"`` (the upstream gradient, made by the caller).
+        inputs: Names of the tensors the computation reads.
+        equation: The computation as an einsum-like equation over labels.
+        view: For ``"contract"``: the term the result is viewed as (broadcast or permuted);
+            empty when the result is used as computed.
+        consumes: Inputs whose storage ends with this event (a view takes it over).
+        flops: FLOPs of the computation (opt_einsum convention).
     """
 
     kind: EventKind
     tensor: str
     elements: int
     phase: Phase
+    op: Operation = ""
+    inputs: tuple[str, ...] = ()
+    equation: str = ""
+    view: str = ""
+    consumes: tuple[tuple[str, int], ...] = ()
+    flops: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,7 +102,7 @@ class MemoryProfile:
 def input_elements(plan: Plan) -> int:
     """Total elements of the caller's operands."""
     size_dict = plan.equation.size_dict
-    return sum(size_of("".join(dict.fromkeys(t)), size_dict) for t in plan.equation.terms)
+    return sum(size_of(term, size_dict) for term in plan.equation.terms)
 
 
 def forward_schedule(plan: Plan, retain: Iterable[int] = ()) -> list[Event]:
@@ -99,13 +121,30 @@ def forward_schedule(plan: Plan, retain: Iterable[int] = ()) -> list[Event]:
     sizes = {step.output: step.output_elements for step in plan.steps}
     events: list[Event] = []
     for step in plan.steps:
-        events.append(Event(kind="alloc", tensor=f"x{step.output}", elements=step.output_elements,
-                            phase="forward"))
+        events.append(
+            Event(
+                kind="alloc",
+                tensor=tensor_name(step.output, num_ops),
+                elements=step.output_elements,
+                phase="forward",
+                op="contract",
+                inputs=tuple(tensor_name(i, num_ops) for i in step.inputs),
+                equation=step.equation,
+                flops=step.flops,
+            )
+        )
         for tensor in step.inputs:
             if tensor >= num_ops and tensor not in kept:
-                events.append(Event(kind="free", tensor=f"x{tensor}", elements=sizes[tensor],
-                                    phase="forward"))
+                events.append(
+                    Event(kind="free", tensor=tensor_name(tensor, num_ops),
+                          elements=sizes[tensor], phase="forward")
+                )
     return events
+
+
+def tensor_name(ssa_id: int, num_operands: int) -> str:
+    """Schedule name of a forward tensor: ``"in3"`` for operand 3, ``"x20"`` for id 20."""
+    return f"in{ssa_id}" if ssa_id < num_operands else f"x{ssa_id}"
 
 
 def simulate_memory(
@@ -146,6 +185,10 @@ def simulate_memory(
                 raise ValueError(f"tensor {event.tensor} allocated twice")
             live[event.tensor] = event.elements
             total += event.elements
+            for name, _ in event.consumes:
+                if live.pop(name, None) is None:
+                    raise ValueError(f"tensor {name} consumed but not live")
+            total -= sum(elements for _, elements in event.consumes)
         else:
             if live.pop(event.tensor, None) is None:
                 raise ValueError(f"tensor {event.tensor} freed but not live")

@@ -45,7 +45,7 @@ OPTIMIZERS: tuple[str, ...] = (
 
 
 def size_of(labels: str, size_dict: SizeDict) -> int:
-    """Number of elements of a tensor with distinct ``labels`` (1 for a scalar)."""
+    """Number of elements of a tensor with these labels, repeats counted (1 for a scalar)."""
     return math.prod(size_dict[char] for char in labels)
 
 
@@ -186,7 +186,7 @@ def parse_memory_limit(
             raise PlanningError(f"memory limit {limit} must be a positive number of elements")
         return limit
     if limit == "max_input":
-        sizes = [size_of("".join(dict.fromkeys(t)), equation.size_dict) for t in equation.terms]
+        sizes = [size_of(term, equation.size_dict) for term in equation.terms]
         sizes.append(size_of(equation.output, equation.size_dict))
         return max(sizes)
     if isinstance(limit, str):
@@ -282,7 +282,7 @@ def _build_plan(equation: Equation, path: Sequence[Sequence[int]], optimizer: st
         joint = "".join(in_terms)
         counts: dict[Label, int] = {}
         for term in in_terms:
-            for char in set(term):
+            for char in dict.fromkeys(term):
                 counts[char] = counts.get(char, 0) + 1
         is_last = index == len(path) - 1
         if is_last:

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from .report import Report
 
-__all__ = ["format_bytes", "format_count", "format_seconds", "render_report"]
+__all__ = ["answer_line", "format_bytes", "format_count", "format_seconds", "render_report"]
 
 MAX_STEP_ROWS = 40
 
@@ -97,9 +97,84 @@ def _summary_table(report: Report) -> Table:
     return table
 
 
+def _gradients_table(report: Report) -> Table | None:
+    gradients = report.gradients
+    if gradients is None or not gradients.specs:
+        return None
+    table = Table(title=f"Gradient contractions ({gradients.optimizer})")
+    table.add_column("operand", justify="right")
+    table.add_column("core contraction")
+    table.add_column("FLOPs", justify="right")
+    table.add_column("then")
+    table.add_column("gradient", justify="right")
+    rows = list(zip(gradients.specs, gradients.plans, strict=True))
+    if len(rows) > MAX_STEP_ROWS:
+        rows = sorted(rows, key=lambda row: row[1].flops, reverse=True)[:MAX_STEP_ROWS]
+        rows.sort(key=lambda row: row[0].operand)
+        table.caption = f"the {len(rows)} costliest of {len(gradients.specs)}; --json has all"
+    for spec, plan in rows:
+        then = {
+            "none": "-",
+            "view": f"broadcast {spec.broadcast}" if spec.broadcast else "permute",
+            "embed": "diagonal embed" + (f", broadcast {spec.broadcast}" if spec.broadcast else ""),
+        }[spec.unreduce]
+        table.add_row(
+            str(spec.operand),
+            spec.core_equation if len(spec.core_equation) <= 60 else spec.core_equation[:57] + "...",
+            format_count(plan.flops),
+            then,
+            format_bytes(spec.elements * report.itemsize),
+        )
+    return table
+
+
+def _strategies_table(report: Report) -> Table | None:
+    results = report.strategies
+    if not results:
+        return None
+    least_flops = min(r.forward_flops + r.backward_flops for r in results)
+    least_peak = min(r.memory.peak_bytes for r in results)
+    table = Table(
+        title="Backward strategies (* fewest FLOPs, + lowest training peak)",
+        caption="bwd/fwd: backward over forward FLOPs; vs inference: training peak over "
+        "the inference peak",
+    )
+    for header in ("strategy", "bwd FLOPs", "bwd/fwd", "retained", "train peak", "vs inference"):
+        table.add_column(header, justify="left" if header == "strategy" else "right",
+                         no_wrap=True)
+    inference = report.forward_memory.peak_bytes
+    for r in results:
+        total = r.forward_flops + r.backward_flops
+        table.add_row(
+            r.name,
+            format_count(r.backward_flops) + (" *" if total == least_flops else ""),
+            f"{r.backward_flops / max(r.forward_flops, 1):.2f}x",
+            format_bytes(r.memory.retained_bytes),
+            format_bytes(r.memory.peak_bytes) + (" +" if r.memory.peak_bytes == least_peak else ""),
+            f"{r.memory.peak_bytes / max(inference, 1):.2f}x",
+        )
+    return table
+
+
+def answer_line(report: Report) -> str:
+    """One sentence answering: what does backward cost next to forward?"""
+    inference = report.forward_memory.peak_bytes
+    parts = [
+        f"{r.name} backward = {r.backward_flops / max(r.forward_flops, 1):.2f}x forward FLOPs, "
+        f"training peak {r.memory.peak_bytes / max(inference, 1):.2f}x the inference peak"
+        for r in report.strategies
+    ]
+    return "; ".join(parts) + "."
+
+
 def render_report(report: Report, console: Console) -> None:
     """Print the report's tables to ``console``."""
     console.print(_steps_table(report))
     console.print(_summary_table(report))
+    for table in (_gradients_table(report), _strategies_table(report)):
+        if table is not None:
+            console.print(table)
+    if report.strategies:
+        console.print(answer_line(report))
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")

@@ -1,0 +1,892 @@
+#!/usr/bin/env python3
+"""Benchmark the analysis-only path of einsum-analyze.
+
+(a) Cold start of the analysis-only CLI on the ``tn18-b512`` case of
+    ``benchmarks/cases.json``: ``python3 -m einsum_analyze EQUATION --shapes ... --json FILE``
+    and the installed ``einsum-analyze`` script when it is on PATH, each a fresh process.
+    Target: median at most 0.5 s. ``python3 -c pass`` and ``python3 -c "import
+    opt_einsum"`` are timed alongside for context, and so is ``--strategy none``
+    (forward only) where the CLI has that option.
+
+(b) In-process: ``einsum_analyze.analyze(eq, shapes, optimize=opt)`` against
+    ``opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=opt)`` alone, on
+    ``tn18-b512`` and on the random regular networks of the ``scaling`` entry
+    (``opt_einsum.testing.rand_equation(n, 3, seed=0, d_min=2, d_max=8)``). Target: ratio
+    of medians at most 1.2. Both must choose the same path with the same FLOPs and the
+    same largest intermediate (checked on every row). Also timed: ``analyze(...,
+    strategies=None)`` (forward only, where ``analyze`` takes that argument) and ``path
+    fn``, opt_einsum's raw path finder, the floor that both sides share. Where the parser
+    rejects an equation, ``analyze`` is timed with ``parse_equation`` replaced by a
+    function returning an ``Equation`` built directly (marked ``*``), so the rest of the
+    pipeline is still measured.
+
+(c) Where the time of ``analyze`` goes: one backward strategy at a time.
+
+Method: every in-process sample is a batch of calls lasting at least ``--min-sample-ms``;
+functions are interleaved round by round (A B C, then C B A, ...) after a warm-up, with the
+garbage collector off during timed batches (as ``timeit`` does). A call slower than 0.1 s
+gets fewer samples (at least 3, about ``--slow-budget`` seconds in all). Subprocesses are
+interleaved the same way after one warm-up run each. Times are ``time.perf_counter`` wall
+times; tables show the median and the interquartile range (IQR).
+
+Usage::
+
+    python3 benchmarks/bench_analysis.py [--repeats N] [--max-tensors N]
+"""
+
+# ruff: noqa: T201
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import inspect
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+CASES_PATH = HERE / "cases.json"
+COLD_CASE = "tn18-b512"
+COLD_TARGET_S = 0.5
+RATIO_TARGET = 1.2
+SLOW_CALL_S = 0.1
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def load_cases(path: Path = CASES_PATH) -> dict[str, Any]:
+    """Read ``benchmarks/cases.json``."""
+    with open(path, encoding="utf-8") as stream:
+        data: dict[str, Any] = json.load(stream)
+    return data
+
+
+def find_case(cases: dict[str, Any], name: str) -> dict[str, Any]:
+    """The case called ``name``."""
+    for case in cases["cases"]:
+        if case["name"] == name:
+            return dict(case)
+    raise SystemExit(f"case {name!r} is not in {CASES_PATH}")
+
+
+def summarize(samples: Sequence[float]) -> dict[str, float]:
+    """Median, quartiles, IQR, min and max of ``samples``."""
+    ordered = sorted(samples)
+    if len(ordered) >= 2:
+        q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+    else:
+        q1 = q3 = ordered[0]
+    return {
+        "median": statistics.median(ordered),
+        "q1": q1,
+        "q3": q3,
+        "iqr": q3 - q1,
+        "min": ordered[0],
+        "max": ordered[-1],
+        "n": len(ordered),
+    }
+
+
+def fmt_s(seconds: float) -> str:
+    """Seconds with 3 significant digits, in s or ms."""
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    return f"{seconds * 1e3:.3g} ms"
+
+
+def fmt_ms(seconds: float) -> str:
+    """Milliseconds with 3 significant digits (no unit)."""
+    value = seconds * 1e3
+    return f"{value:.0f}" if value >= 1000 else f"{value:.3g}"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A pipe table whose columns are padded for reading in a terminal."""
+    widths = [len(h) for h in header]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |"]
+    lines.append("| " + " | ".join("-" * w for w in widths) + " |")
+    for row in rows:
+        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+    return "\n".join(lines)
+
+
+def environment() -> dict[str, Any]:
+    """Versions, platform, CPU and load of this run."""
+    import numpy
+    import opt_einsum
+
+    env: dict[str, Any] = {
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "executable": sys.executable,
+        "platform": platform.platform(),
+        "processor": _cpu_model() or platform.processor() or "unknown",
+        "cpu_count": os.cpu_count(),
+    }
+    if hasattr(os, "sched_getaffinity"):
+        env["cpus_usable"] = len(os.sched_getaffinity(0))
+    if hasattr(os, "getloadavg"):
+        env["load_average_1_5_15min"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    env["opt_einsum"] = opt_einsum.__version__
+    env["numpy"] = numpy.__version__
+    try:
+        import einsum_analyze
+
+        env["einsum_analyze"] = (
+            f"{einsum_analyze.__version__} ({Path(einsum_analyze.__file__).parent})"
+        )
+    except Exception as err:  # noqa: BLE001 - report, do not crash
+        env["einsum_analyze"] = f"import failed: {err}"
+    env["git"] = _git_state()
+    env["PYTHONDONTWRITEBYTECODE"] = os.environ.get("PYTHONDONTWRITEBYTECODE", "(unset)")
+    return env
+
+
+def _cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as stream:
+            for line in stream:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _git_state() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=HERE,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "einsum_analyze"],
+            cwd=HERE.parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + (" (einsum_analyze/ has uncommitted changes)" if dirty else "")
+
+
+# --------------------------------------------------------------------------- (a) cold start
+
+
+def cli_has_option(option: str) -> bool:
+    """Whether ``python3 -m einsum_analyze --help`` lists ``option``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "einsum_analyze", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return option in done.stdout
+
+
+def cold_commands(
+    case: dict[str, Any], json_path: str, pyc_env: dict[str, str] | None
+) -> list[tuple[str, list[str], bool, dict[str, str] | None]]:
+    """(label, argv, counts toward the target, environment override) for every process."""
+    py = sys.executable
+    args = [
+        case["equation"],
+        "--shapes",
+        json.dumps(case["shapes"], separators=(",", ":")),
+        "--json",
+        json_path,
+    ]
+    commands: list[tuple[str, list[str], bool, dict[str, str] | None]] = [
+        ("python3 -c pass", [py, "-c", "pass"], False, None),
+        ('python3 -c "import opt_einsum"', [py, "-c", "import opt_einsum"], False, None),
+        ('python3 -c "import einsum_analyze"', [py, "-c", "import einsum_analyze"], False, None),
+        (
+            "python3 -m einsum_analyze ... --json FILE",
+            [py, "-m", "einsum_analyze", *args],
+            True,
+            None,
+        ),
+    ]
+    on_path = shutil.which("einsum-analyze")
+    if on_path:
+        commands.append(("einsum-analyze ... --json FILE", [on_path, *args], True, None))
+    # A version manager's shim (pyenv) on PATH adds a shell start; time the real script too.
+    real = Path(sysconfig.get_path("scripts")) / "einsum-analyze"
+    if real.exists() and (on_path is None or os.path.realpath(on_path) != os.path.realpath(real)):
+        commands.append(
+            ("einsum-analyze (interpreter's bin/) ... --json FILE", [str(real), *args], True, None)
+        )
+    path_python = shutil.which("python3")
+    if path_python and os.path.realpath(path_python) != os.path.realpath(py):
+        commands.append(
+            (
+                "python3 (first on PATH) -m einsum_analyze ... --json FILE",
+                [path_python, "-m", "einsum_analyze", *args],
+                True,
+                None,
+            )
+        )
+    if cli_has_option("--strategy"):
+        commands.append(
+            (
+                "python3 -m einsum_analyze ... --json FILE --strategy none",
+                [py, "-m", "einsum_analyze", *args, "--strategy", "none"],
+                False,
+                None,
+            )
+        )
+    if pyc_env is not None:
+        commands.append(("python3 -c pass [bytecode cached]", [py, "-c", "pass"], False, pyc_env))
+        commands.append(
+            (
+                "python3 -m einsum_analyze ... --json FILE [bytecode cached]",
+                [py, "-m", "einsum_analyze", *args],
+                True,
+                pyc_env,
+            )
+        )
+    return commands
+
+
+def run_cold(cases: dict[str, Any], repeats: int) -> dict[str, Any]:
+    """Time fresh processes of the CLI and the baselines, interleaved round by round."""
+    import opt_einsum
+
+    case = find_case(cases, COLD_CASE)
+    _, info = opt_einsum.contract_path(case["equation"], *case["shapes"], shapes=True)
+    expected_flops = int(info.opt_cost)
+    with tempfile.TemporaryDirectory(prefix="bench_analysis_") as tmp:
+        json_path = os.path.join(tmp, "report.json")
+        env = dict(os.environ)
+        env.pop("PYTHONPROFILEIMPORTTIME", None)
+        pyc_env = None
+        if env.get("PYTHONDONTWRITEBYTECODE"):
+            # This environment disables bytecode caching, so an editable install recompiles
+            # its modules in every process. Also time the usual case, with the cache in a
+            # private folder (nothing is written next to the sources).
+            pyc_env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+            pyc_env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
+        commands = cold_commands(case, json_path, pyc_env)
+        problems: list[str] = []
+
+        def once(argv: list[str], env_override: dict[str, str] | None) -> float:
+            start = time.perf_counter()
+            done = subprocess.run(
+                argv,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=env_override or env,
+                cwd=tmp,
+                check=False,
+            )
+            elapsed = time.perf_counter() - start
+            if done.returncode != 0:
+                raise RuntimeError(
+                    f"{' '.join(argv[:3])} exited {done.returncode}: "
+                    f"{done.stderr.decode(errors='replace').strip()[-800:]}"
+                )
+            return elapsed
+
+        # Warm-up (page cache, bytecode cache), then check each CLI's report.
+        for label, argv, _, env_override in commands:
+            writes_report = "--json" in argv
+            if writes_report and os.path.exists(json_path):
+                os.remove(json_path)
+            once(argv, env_override)
+            if writes_report:
+                with open(json_path, encoding="utf-8") as stream:
+                    report = json.load(stream)
+                flops = report["forward"]["flops"]
+                if flops != expected_flops:
+                    problems.append(f"{label}: FLOPs {flops} != opt_einsum's {expected_flops}")
+        samples: dict[str, list[float]] = {label: [] for label, *_ in commands}
+        for round_ in range(repeats):
+            for label, argv, _, env_override in commands if round_ % 2 == 0 else commands[::-1]:
+                samples[label].append(once(argv, env_override))
+    rows = []
+    for label, argv, is_target, _ in commands:
+        stats = summarize(samples[label])
+        rows.append(
+            {
+                "label": label,
+                "argv0": argv[0],
+                "target_row": is_target,
+                **stats,
+                "met": (stats["median"] <= COLD_TARGET_S) if is_target else None,
+            }
+        )
+    return {
+        "case": COLD_CASE,
+        "expected_flops": expected_flops,
+        "rows": rows,
+        "problems": problems,
+        "repeats": repeats,
+    }
+
+
+def print_cold(result: dict[str, Any]) -> None:
+    """Print the cold-start table."""
+    print(
+        f"\n## (a) Cold start, case {result['case']} "
+        f"({result['repeats']} runs each after 1 warm-up; target: median <= "
+        f"{COLD_TARGET_S} s)\n"
+    )
+    rows = []
+    for row in result["rows"]:
+        met = "-" if row["met"] is None else ("yes" if row["met"] else "NO")
+        rows.append(
+            [
+                row["label"],
+                fmt_s(row["median"]),
+                fmt_s(row["iqr"]),
+                f"{fmt_s(row['min'])} / {fmt_s(row['max'])}",
+                met,
+            ]
+        )
+    print(markdown_table(["command", "median", "IQR", "min / max", "target met"], rows))
+    print(
+        f"\nEvery CLI run's JSON report has forward FLOPs "
+        f"{'equal to' if not result['problems'] else 'DIFFERENT from'} opt_einsum's "
+        f"({result['expected_flops']})."
+    )
+    for problem in result["problems"]:
+        print(f"  PROBLEM: {problem}")
+    if any("[bytecode cached]" in r["label"] for r in result["rows"]):
+        print(
+            "PYTHONDONTWRITEBYTECODE is set here, so the editable einsum_analyze is "
+            "recompiled in every process; '[bytecode cached]' rows keep a bytecode cache "
+            "in a temporary PYTHONPYCACHEPREFIX, as a usual install would."
+        )
+
+
+# --------------------------------------------------------------------------- (b) in-process
+
+
+def scaling_cases(
+    cases: dict[str, Any], max_tensors: int
+) -> list[tuple[str, str, list[tuple[int, ...]]]]:
+    """(name, equation, shapes): tn18-b512, then the random regular networks."""
+    from opt_einsum.testing import rand_equation
+
+    tn = find_case(cases, COLD_CASE)
+    out = [(COLD_CASE, tn["equation"], [tuple(s) for s in tn["shapes"]])]
+    for n in cases["scaling"]["n_tensors"]:
+        if n > max_tensors:
+            continue
+        eq, shapes, _ = rand_equation(n, 3, seed=0, d_min=2, d_max=8, return_size_dict=True)
+        out.append((f"rand-reg3 n={n}", eq, [tuple(int(d) for d in s) for s in shapes]))
+    return out
+
+
+def direct_equation(eq: str, shapes: Sequence[tuple[int, ...]]) -> Any:
+    """An ``Equation`` built without the parser (plain explicit equations only)."""
+    from einsum_analyze.equation import Equation
+
+    lhs, out = eq.split("->")
+    terms = lhs.split(",")
+    size_dict: dict[str, int] = {}
+    for term, shape in zip(terms, shapes, strict=True):
+        size_dict.update(zip(term, shape, strict=True))
+    return Equation(
+        text=eq,
+        terms=tuple(terms),
+        output=out,
+        shapes=tuple(tuple(s) for s in shapes),
+        size_dict=size_dict,
+    )
+
+
+@contextlib.contextmanager
+def parser_bypassed(equation: Any) -> Iterator[None]:
+    """Make ``analyze`` use ``equation`` instead of parsing its text."""
+    import einsum_analyze.analysis as analysis
+
+    original = analysis.parse_equation
+    analysis.parse_equation = lambda text, shapes: equation
+    try:
+        yield
+    finally:
+        analysis.parse_equation = original
+
+
+def raw_path_fn(eq: str, shapes: Sequence[tuple[int, ...]], opt: str) -> Callable[[], Any]:
+    """opt_einsum's path finder alone, on prebuilt index sets."""
+    from opt_einsum import paths
+
+    lhs, out = eq.split("->")
+    terms = lhs.split(",")
+    size_dict: dict[str, int] = {}
+    for term, shape in zip(terms, shapes, strict=True):
+        size_dict.update(zip(term, shape, strict=True))
+    inputs = [frozenset(t) for t in terms]
+    output = frozenset(out)
+    path_fn = paths.get_path_fn(opt)
+    return lambda: path_fn(inputs, output, size_dict, None)
+
+
+def time_interleaved(
+    funcs: dict[str, Callable[[], Any]], repeats: int, min_sample_s: float, slow_budget_s: float
+) -> dict[str, list[float]]:
+    """Per-call seconds, interleaved, gc off; slow functions get fewer samples."""
+    number: dict[str, int] = {}
+    wanted: dict[str, int] = {}
+    for name, func in funcs.items():
+        start = time.perf_counter()
+        func()  # warm-up, and a first estimate
+        single = max(time.perf_counter() - start, 1e-7)
+        if single < SLOW_CALL_S:
+            start = time.perf_counter()
+            func()
+            single = max(time.perf_counter() - start, 1e-7)
+        number[name] = max(1, math.ceil(min_sample_s / single))
+        if single * number[name] < SLOW_CALL_S:
+            wanted[name] = repeats
+        else:
+            wanted[name] = max(3, min(repeats, int(slow_budget_s / (single * number[name]))))
+    names = list(funcs)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    gc.collect()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for round_ in range(max(wanted.values())):
+            for name in names if round_ % 2 == 0 else names[::-1]:
+                if len(samples[name]) >= wanted[name]:
+                    continue
+                func, count = funcs[name], number[name]
+                start = time.perf_counter()
+                for _ in range(count):
+                    func()
+                samples[name].append((time.perf_counter() - start) / count)
+            gc.collect()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return samples
+
+
+def _same(
+    plan: Any, ref_path: tuple[tuple[int, ...], ...], ref_flops: int, ref_largest: int
+) -> str:
+    bad = []
+    if tuple(tuple(s) for s in plan.path) != ref_path:
+        bad.append("path")
+    if plan.flops != ref_flops:
+        bad.append("FLOPs")
+    if plan.largest_intermediate_elements != ref_largest:
+        bad.append("largest")
+    return "yes" if not bad else "NO: " + ",".join(bad)
+
+
+def run_inprocess(
+    cases: dict[str, Any],
+    repeats: int,
+    max_tensors: int,
+    dp_max: int,
+    min_sample_s: float,
+    slow_budget_s: float,
+    full_max: int,
+) -> dict[str, Any]:
+    """Time analyze() against contract_path() on every network and optimizer."""
+    import opt_einsum
+
+    import einsum_analyze
+    from einsum_analyze.errors import EinsumAnalyzeError
+
+    has_strategies = "strategies" in inspect.signature(einsum_analyze.analyze).parameters
+    fwd_kwargs: dict[str, Any] = {"strategies": None} if has_strategies else {}
+    rows = []
+    for name, eq, shapes in scaling_cases(cases, max_tensors):
+        optimizers = ["greedy", "auto"] + (["dp"] if len(shapes) <= dp_max else [])
+        for opt in optimizers:
+            path, info = opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=opt)
+            ref = (
+                tuple(tuple(int(i) for i in step) for step in path),
+                int(info.opt_cost),
+                int(info.largest_intermediate),
+            )
+            row: dict[str, Any] = {
+                "case": name,
+                "n": len(shapes),
+                "optimizer": opt,
+                "flops": ref[1],
+                "bypassed": False,
+            }
+            bypass: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+            try:
+                einsum_analyze.analyze(eq, shapes, optimize=opt, **fwd_kwargs)
+            except EinsumAnalyzeError as err:
+                row["analyze_error"] = f"{type(err).__name__}: {err}"
+                row["bypassed"] = True
+                bypass = parser_bypassed(direct_equation(eq, shapes))
+            funcs: dict[str, Callable[[], Any]] = {
+                "contract_path": lambda eq=eq, shapes=shapes, opt=opt: opt_einsum.contract_path(
+                    eq, *shapes, shapes=True, optimize=opt
+                ),
+            }
+            full = len(shapes) <= full_max
+            if full:
+                funcs["analyze"] = lambda eq=eq, shapes=shapes, opt=opt: einsum_analyze.analyze(
+                    eq, shapes, optimize=opt
+                )
+            if has_strategies:
+                funcs["forward_only"] = lambda eq=eq, shapes=shapes, opt=opt: (
+                    einsum_analyze.analyze(eq, shapes, optimize=opt, strategies=None)
+                )
+            funcs["path_fn"] = raw_path_fn(eq, shapes, opt)
+            with bypass:
+                for key in ("analyze", "forward_only"):
+                    if key in funcs:
+                        row[f"{key}_same"] = _same(funcs[key]().plan, *ref)
+                samples = time_interleaved(funcs, repeats, min_sample_s, slow_budget_s)
+            for key, values in samples.items():
+                row[key] = summarize(values)
+            base = row["contract_path"]["median"]
+            for key in ("analyze", "forward_only"):
+                if key in row:
+                    row[f"{key}_ratio"] = row[key]["median"] / base
+            row["met"] = (
+                not row["bypassed"]
+                and "analyze_ratio" in row
+                and row["analyze_ratio"] <= RATIO_TARGET
+            )
+            rows.append(row)
+    return {
+        "rows": rows,
+        "repeats": repeats,
+        "min_sample_s": min_sample_s,
+        "dp_max": dp_max,
+        "full_max": full_max,
+        "has_strategies": has_strategies,
+    }
+
+
+def print_inprocess(result: dict[str, Any]) -> None:
+    """Print the in-process table and any rejected rows."""
+    print(
+        f"\n## (b) In-process: analyze() vs opt_einsum.contract_path(), ms per call "
+        f"(median [IQR]; up to {result['repeats']} interleaved samples of >= "
+        f"{result['min_sample_s'] * 1e3:.0f} ms; target: ratio <= {RATIO_TARGET})\n"
+    )
+
+    def cell(row: dict[str, Any], key: str) -> str:
+        if key not in row:
+            return "-"
+        mark = "*" if row["bypassed"] and key in ("analyze", "forward_only") else ""
+        return f"{fmt_ms(row[key]['median'])} [{fmt_ms(row[key]['iqr'])}]{mark}"
+
+    def ratio(row: dict[str, Any], key: str) -> str:
+        mark = "*" if row["bypassed"] else ""
+        return f"{row[key]:.2f}{mark}" if key in row else "-"
+
+    def same(row: dict[str, Any]) -> str:
+        marks = {row[k] for k in ("analyze_same", "forward_only_same") if k in row}
+        text = " / ".join(sorted(marks)) if marks else "-"
+        return text + ("*" if row["bypassed"] else "")
+
+    rows = []
+    for row in result["rows"]:
+        if row["met"]:
+            met = "yes"
+        elif row["bypassed"]:
+            met = "NO (rejected)"
+        elif "analyze_ratio" not in row:
+            met = "not timed"
+        else:
+            met = "NO"
+        rows.append(
+            [
+                row["case"],
+                row["optimizer"],
+                cell(row, "contract_path"),
+                cell(row, "analyze"),
+                ratio(row, "analyze_ratio"),
+                met,
+                cell(row, "forward_only"),
+                ratio(row, "forward_only_ratio"),
+                cell(row, "path_fn"),
+                same(row),
+                f"{row['flops']:.3g}",
+            ]
+        )
+    header = [
+        "case",
+        "optimizer",
+        "contract_path",
+        "analyze (default)",
+        "ratio",
+        "target met",
+        "analyze fwd-only",
+        "ratio fwd",
+        "path fn",
+        "same path+FLOPs",
+        "FLOPs",
+    ]
+    print(markdown_table(header, rows))
+    print(
+        "\nanalyze (default): analyze(eq, shapes, optimize=opt) with its default arguments"
+        + (" (all backward strategies)" if result["has_strategies"] else "")
+        + "; fwd-only: strategies=None; path fn: opt_einsum.paths.get_path_fn(opt) on "
+        "prebuilt index sets; same path+FLOPs: the analysis's path, FLOPs and largest "
+        "intermediate equal contract_path's."
+    )
+    if any(r["n"] > result["full_max"] for r in result["rows"]):
+        print(
+            f"analyze (default) is not timed for n > {result['full_max']} (--full-max): "
+            "one call takes longer than the whole benchmark budget (see section c)."
+        )
+    errors = sorted({(r["n"], r["analyze_error"]) for r in result["rows"] if "analyze_error" in r})
+    if errors:
+        print(
+            "* analyze() REJECTED these equations; the starred figures time the same "
+            "analyze() with parse_equation replaced by a prebuilt Equation:"
+        )
+        for n, message in errors:
+            print(f"    n={n}: {message}")
+    print(
+        f"'dp' is timed only for n <= {result['dp_max']} (--dp-max): on the n=50 network "
+        "opt_einsum's dp did not finish within 120 s."
+    )
+
+
+# --------------------------------------------------------------------------- (c) breakdown
+
+
+def run_breakdown(
+    cases: dict[str, Any],
+    repeats: int,
+    min_sample_s: float,
+    slow_budget_s: float,
+    sizes: Sequence[int],
+) -> dict[str, Any] | None:
+    """Time analyze(optimize='greedy') with one backward strategy at a time."""
+    import einsum_analyze
+    from einsum_analyze.errors import EinsumAnalyzeError
+
+    if "strategies" not in inspect.signature(einsum_analyze.analyze).parameters:
+        return None
+    try:
+        from einsum_analyze.strategies import STRATEGIES
+    except ImportError:
+        return None
+    variants: list[tuple[str, Any]] = [("none (forward only)", None)]
+    variants += [(name, (name,)) for name in STRATEGIES]
+    variants.append(("default (all)", "default"))
+    rows = []
+    for name, eq, shapes in scaling_cases(cases, max(sizes, default=0)):
+        if name != COLD_CASE and len(shapes) not in sizes:
+            continue
+        bypass: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        bypassed = False
+        try:
+            einsum_analyze.analyze(eq, shapes, optimize="greedy", strategies=None)
+        except EinsumAnalyzeError:
+            bypass, bypassed = parser_bypassed(direct_equation(eq, shapes)), True
+        funcs: dict[str, Callable[[], Any]] = {}
+        for label, value in variants:
+            if value == "default":
+                funcs[label] = lambda eq=eq, shapes=shapes: einsum_analyze.analyze(
+                    eq, shapes, optimize="greedy"
+                )
+            else:
+                funcs[label] = lambda eq=eq, shapes=shapes, value=value: einsum_analyze.analyze(
+                    eq, shapes, optimize="greedy", strategies=value
+                )
+        with bypass:
+            samples = time_interleaved(funcs, repeats, min_sample_s, slow_budget_s)
+        rows.append(
+            {
+                "case": name + ("*" if bypassed else ""),
+                "n": len(shapes),
+                **{label: summarize(values) for label, values in samples.items()},
+            }
+        )
+    return {"rows": rows, "variants": [label for label, _ in variants]}
+
+
+def print_breakdown(result: dict[str, Any]) -> None:
+    """Print the per-strategy table."""
+    print(
+        "\n## (c) Where analyze()'s time goes: analyze(eq, shapes, optimize='greedy', "
+        "strategies=...) per strategy, ms per call (median [IQR])\n"
+    )
+    rows = []
+    for row in result["rows"]:
+        rows.append(
+            [row["case"]]
+            + [f"{fmt_ms(row[v]['median'])} [{fmt_ms(row[v]['iqr'])}]" for v in result["variants"]]
+        )
+    print(markdown_table(["case"] + result["variants"], rows))
+    if any(r["case"].endswith("*") for r in result["rows"]):
+        print("* parse_equation bypassed (the parser rejects this equation).")
+
+
+def run_profile(cases: dict[str, Any], top: int) -> None:
+    """cProfile one default analyze() call on tn18-b512 and print the top functions."""
+    import cProfile
+    import pstats
+
+    import einsum_analyze
+
+    case = find_case(cases, COLD_CASE)
+    einsum_analyze.analyze(case["equation"], case["shapes"], optimize="greedy")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(20):
+        einsum_analyze.analyze(case["equation"], case["shapes"], optimize="greedy")
+    profiler.disable()
+    print(f"\n## cProfile: 20 x analyze({COLD_CASE}, optimize='greedy'), defaults\n")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(top)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmarks and print the tables; the exit code reflects --check."""
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=11, help="timed samples per command / function (default 11)"
+    )
+    parser.add_argument(
+        "--max-tensors", type=int, default=500, help="largest random network to time (default 500)"
+    )
+    parser.add_argument(
+        "--full-max",
+        type=int,
+        default=100,
+        help="time the default analyze() (all backward strategies) only on "
+        "networks of at most this many tensors (default 100)",
+    )
+    parser.add_argument(
+        "--dp-max",
+        type=int,
+        default=10,
+        help="also time optimizer 'dp' on networks of at most this many tensors (default 10)",
+    )
+    parser.add_argument(
+        "--min-sample-ms",
+        type=float,
+        default=20.0,
+        help="each in-process sample is a batch lasting at least this long (default 20)",
+    )
+    parser.add_argument(
+        "--slow-budget",
+        type=float,
+        default=4.0,
+        help="seconds of samples for a function slower than 0.1 s per call "
+        "(at least 3 samples; default 4)",
+    )
+    parser.add_argument(
+        "--breakdown-sizes",
+        default="10,50,100",
+        help="random networks (by n) for the per-strategy table (c); '' "
+        "for tn18-b512 only (default 10,50,100)",
+    )
+    parser.add_argument(
+        "--only", choices=["cold", "inprocess", "breakdown"], help="run one of the measurements"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="also cProfile the default analyze() on tn18-b512"
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write all results as JSON")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when a target is missed (a path/FLOPs mismatch always exits 1)",
+    )
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    breakdown_sizes = [int(x) for x in args.breakdown_sizes.split(",") if x.strip()]
+
+    started = time.perf_counter()
+    cases = load_cases()
+    env = environment()
+    print("# einsum-analyze analysis benchmark\n")
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    for key, value in env.items():
+        print(f"{key}: {value}")
+
+    results: dict[str, Any] = {"environment": env, "argv": sys.argv}
+    failed_check = False
+    missed = False
+    if args.only in (None, "cold"):
+        cold = run_cold(cases, args.repeats)
+        print_cold(cold)
+        results["cold"] = cold
+        failed_check |= bool(cold["problems"])
+        missed |= any(r["met"] is False for r in cold["rows"])
+    if args.only in (None, "inprocess"):
+        inproc = run_inprocess(
+            cases,
+            args.repeats,
+            args.max_tensors,
+            args.dp_max,
+            args.min_sample_ms / 1e3,
+            args.slow_budget,
+            args.full_max,
+        )
+        print_inprocess(inproc)
+        results["inprocess"] = inproc
+        for row in inproc["rows"]:
+            failed_check |= any(
+                str(row.get(k, "")).startswith("NO") for k in ("analyze_same", "forward_only_same")
+            )
+            missed |= not row["met"]
+    if args.only in (None, "breakdown"):
+        breakdown = run_breakdown(
+            cases,
+            args.repeats,
+            args.min_sample_ms / 1e3,
+            args.slow_budget,
+            [n for n in breakdown_sizes if n <= args.max_tensors],
+        )
+        if breakdown is not None:
+            print_breakdown(breakdown)
+            results["breakdown"] = breakdown
+    if args.profile:
+        run_profile(cases, 25)
+
+    elapsed = time.perf_counter() - started
+    results["elapsed_s"] = elapsed
+    print(f"\ntotal benchmark time: {elapsed:.1f} s")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as stream:
+            json.dump(results, stream, indent=2, sort_keys=True, default=str)
+            stream.write("\n")
+    if failed_check:
+        print("FAILED: einsum_analyze and opt_einsum disagree on a path or FLOPs (see above)")
+        return 1
+    if args.check and missed:
+        print("a target was missed (--check)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

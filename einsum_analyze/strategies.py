@@ -1,0 +1,513 @@
+"""Backward strategies as schedules, their FLOPs and their memory (DESIGN.md section 4).
+
+Every strategy is one list of :class:`~einsum_analyze.memory.Event`: the forward pass,
+then the backward pass. The same list is replayed for memory and run by the executor.
+
+- ``reverse``: reverse mode through the forward tree. The gradient of each step input is
+  one contraction of the step's output gradient with the step's other inputs; a step
+  input is retained exactly when another input of the same step needs a gradient.
+- ``independent``: each operand's gradient as its own planned einsum
+  (:mod:`einsum_analyze.gradients`); nothing is retained.
+- ``torch-autograd``: a model of torch autograd on the same path. torch.einsum first
+  sums away the indices private to one operand of a step, and its matrix product keeps
+  that reduced copy for backward; the model adds those reductions as steps of their
+  own, then differentiates like ``reverse``. The permuted copies torch.einsum may make
+  before a matrix product are not modelled.
+
+Operands that need no gradient cost nothing: their gradients are never computed and
+nothing is retained on their account.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._types import Strategy, Term
+from .equation import Equation
+from .gradients import GradientSpec, derive_gradients, unreduce_kind
+from .memory import Event, MemoryProfile, forward_schedule, simulate_memory, tensor_name
+from .planning import Plan, Step, count_flops, plan_contraction, size_of
+
+__all__ = [
+    "STRATEGIES",
+    "GradientPlan",
+    "StrategyResult",
+    "build_strategy",
+    "plan_gradients",
+]
+
+STRATEGIES: tuple[Strategy, ...] = ("reverse", "independent", "torch-autograd")
+
+LARGE_NETWORK = 64
+"""Above this many operands the independent strategy plans its cores with ``greedy``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GradientPlan:
+    """Every differentiated operand's gradient, each core planned as its own einsum.
+
+    Attributes:
+        operands: Positions of the differentiated operands.
+        specs: One :class:`GradientSpec` per operand.
+        plans: The planned core contraction of each.
+        optimizer: The optimizer used for the cores.
+        planning_s: Wall seconds spent deriving and planning.
+    """
+
+    operands: tuple[int, ...]
+    specs: tuple[GradientSpec, ...]
+    plans: tuple[Plan, ...]
+    optimizer: str
+    planning_s: float
+
+    def to_dicts(self, itemsize: int) -> list[dict[str, Any]]:
+        """The ``gradients`` section of the JSON report."""
+        return [
+            {
+                "operand": spec.operand,
+                "term": spec.term,
+                "equation": spec.core_equation,
+                "optimizer": self.optimizer,
+                "path": [list(p) for p in plan.path],
+                "flops": plan.flops,
+                "largest_intermediate_elements": plan.largest_intermediate_elements,
+                "core_elements": spec.core_elements,
+                "core_bytes": spec.core_elements * itemsize,
+                "broadcast": spec.broadcast,
+                "has_diagonal": spec.has_diagonal,
+                "unreduce": spec.unreduce,
+                "gradient_elements": spec.elements,
+                "gradient_bytes": spec.elements * itemsize,
+            }
+            for spec, plan in zip(self.specs, self.plans, strict=True)
+        ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StrategyResult:
+    """One backward strategy, modelled.
+
+    Attributes:
+        name: The strategy.
+        events: Its schedule, forward then backward.
+        forward_flops: FLOPs of the forward events.
+        backward_flops: FLOPs of the backward events.
+        memory: Replay of the schedule.
+        operand_flops: Backward FLOPs of the contraction that produces each operand's
+            gradient, by operand (shared work on intermediates is in ``shared_flops``).
+        shared_flops: Backward FLOPs spent on gradients of intermediates.
+        planning_s: Wall seconds spent building the strategy.
+        optimizer: Optimizer of any contraction the strategy plans itself.
+    """
+
+    name: str
+    events: tuple[Event, ...]
+    forward_flops: int
+    backward_flops: int
+    memory: MemoryProfile
+    operand_flops: Mapping[int, int]
+    shared_flops: int
+    planning_s: float
+    optimizer: str
+
+    def __repr__(self) -> str:
+        return (
+            f"StrategyResult({self.name!r}, backward_flops={self.backward_flops}, "
+            f"peak_bytes={self.memory.peak_bytes})"
+        )
+
+    def to_dict(self, itemsize: int) -> dict[str, Any]:
+        """One entry of the ``strategies`` section of the JSON report."""
+        mem = self.memory
+        return {
+            "name": self.name,
+            "forward_flops": self.forward_flops,
+            "backward_flops": self.backward_flops,
+            "total_flops": self.forward_flops + self.backward_flops,
+            "backward_forward_ratio": self.backward_flops / max(self.forward_flops, 1),
+            "retained_bytes": mem.retained_bytes,
+            "peak_bytes": mem.peak_bytes,
+            "peak_bytes_without_inputs": mem.peak_bytes_without_inputs,
+            "forward_peak_bytes": mem.forward_peak_bytes,
+            "optimizer": self.optimizer,
+            "planning_s": self.planning_s,
+            "shared_flops": self.shared_flops,
+            "operands": [
+                {"operand": k, "backward_flops": flops}
+                for k, flops in sorted(self.operand_flops.items())
+            ],
+        }
+
+
+def plan_gradients(
+    equation: Equation, operands: Sequence[int], optimize: str = "auto"
+) -> GradientPlan:
+    """Derive and plan the core contraction of every operand in ``operands``.
+
+    Large networks (over 64 operands) use ``greedy`` for the cores whatever ``optimize``
+    says, since one core is planned per operand.
+    """
+    start = time.perf_counter()
+    optimizer = optimize
+    if equation.num_operands > LARGE_NETWORK and optimize not in ("greedy", "eager"):
+        optimizer = "greedy"
+    specs = derive_gradients(equation, operands)
+    plans = tuple(plan_contraction(spec.core(equation), optimizer) for spec in specs)
+    return GradientPlan(
+        operands=tuple(operands),
+        specs=specs,
+        plans=plans,
+        optimizer=optimizer,
+        planning_s=time.perf_counter() - start,
+    )
+
+
+class _Builder:
+    """Accumulates a schedule and the FLOPs attributed to each operand."""
+
+    def __init__(self, size_dict: Mapping[str, int]) -> None:
+        self.size_dict = size_dict
+        self.events: list[Event] = []
+        self.operand_flops: dict[int, int] = {}
+        self.shared_flops = 0
+
+    def alloc(self, tensor: str, term: Term, **fields: Any) -> None:
+        self.events.append(
+            Event(kind="alloc", tensor=tensor, elements=size_of(term, self.size_dict),
+                  phase="backward", **fields)
+        )
+
+    def free(self, tensor: str, term: Term) -> None:
+        self.events.append(
+            Event(kind="free", tensor=tensor, elements=size_of(term, self.size_dict),
+                  phase="backward")
+        )
+
+    def gradient(
+        self,
+        *,
+        core: Plan,
+        sources: Sequence[str],
+        target: str,
+        target_term: Term,
+        operand: int | None,
+        prefix: str,
+        can_consume: bool,
+    ) -> bool:
+        """Emit the events that compute one gradient from its planned core.
+
+        Args:
+            core: The core contraction's plan (its inputs are ``sources``).
+            sources: Names of the core's input tensors.
+            target: Name of the gradient tensor to produce.
+            target_term: The differentiated tensor's term (may repeat labels).
+            operand: The operand the FLOPs are attributed to; None for an intermediate.
+            prefix: Name prefix for the core's own intermediates.
+            can_consume: Whether the single source may be taken over by a view.
+
+        Returns:
+            Whether the first source was consumed (taken over by a view).
+        """
+        eq = core.equation
+        num_sources = eq.num_operands
+        core_output = eq.output
+        kind = unreduce_kind(core_output, target_term)
+        flops = 0
+        first = core.steps[0]
+        if (
+            num_sources == 1
+            and len(core.steps) == 1
+            and set(first.input_terms[0]) == set(core_output)
+            and len(set(first.input_terms[0])) == len(first.input_terms[0])
+        ):
+            # The core only permutes its input: no contraction, just a view or a copy.
+            source_term = first.input_terms[0]
+            equation = f"{source_term}->{target_term}"
+            if kind != "embed" and can_consume:
+                elements = size_of(source_term, self.size_dict)
+                self.events.append(
+                    Event(kind="alloc", tensor=target, elements=elements, phase="backward",
+                          op="view", inputs=(sources[0],), equation=equation,
+                          consumes=((sources[0], elements),))
+                )
+                return True
+            self.alloc(target, target_term, op="unreduce", inputs=(sources[0],),
+                       equation=equation)
+            return False
+        names: dict[int, str] = {i: sources[i] for i in range(num_sources)}
+        for step in core.steps:
+            is_last = step is core.steps[-1]
+            if is_last and kind == "embed":
+                out_name = f"{prefix}c"
+            elif is_last:
+                out_name = target
+            else:
+                out_name = f"{prefix}{step.output}"
+            names[step.output] = out_name
+            view = target_term if is_last and kind == "view" else ""
+            self.alloc(out_name, step.output_term, op="contract",
+                       inputs=tuple(names[i] for i in step.inputs), equation=step.equation,
+                       view=view, flops=step.flops)
+            flops += step.flops
+            for i in step.inputs:
+                if i >= num_sources:
+                    self.free(names[i], _term_of(core, i))
+        if kind == "embed":
+            self.alloc(target, target_term, op="unreduce", inputs=(f"{prefix}c",),
+                       equation=f"{core_output}->{target_term}")
+            self.free(f"{prefix}c", core_output)
+        if operand is None:
+            self.shared_flops += flops
+        else:
+            self.operand_flops[operand] = self.operand_flops.get(operand, 0) + flops
+        return False
+
+
+def _term_of(plan: Plan, ssa_id: int) -> Term:
+    for step in plan.steps:
+        if step.output == ssa_id:
+            return step.output_term
+    raise AssertionError(f"no step produces tensor {ssa_id}")
+
+
+def _needs_grad(plan: Plan, grad: frozenset[int]) -> dict[int, bool]:
+    needs = {k: k in grad for k in range(plan.equation.num_operands)}
+    for step in plan.steps:
+        needs[step.output] = any(needs[i] for i in step.inputs)
+    return needs
+
+
+def _single_step_core(
+    step: Step, position: int, size_dict: Mapping[str, int]
+) -> Plan:
+    """The gradient of one step input as a one-step plan of its own."""
+    others = [q for q in range(len(step.inputs)) if q != position]
+    core_terms = (step.output_term, *(step.input_terms[q] for q in others))
+    elsewhere = set("".join(core_terms))
+    target = step.input_terms[position]
+    core_output = "".join(char for char in dict.fromkeys(target) if char in elsewhere)
+    core = Equation.from_terms(core_terms, core_output, size_dict)
+    joint = "".join(dict.fromkeys("".join(core_terms)))
+    removed = "".join(char for char in joint if char not in core_output)
+    only = Step(
+        index=0,
+        operands=tuple(range(len(core_terms))),
+        inputs=tuple(range(len(core_terms))),
+        output=len(core_terms),
+        input_terms=core_terms,
+        output_term=core_output,
+        removed=removed,
+        flops=count_flops(joint, bool(removed), len(core_terms), size_dict),
+        output_elements=size_of(core_output, size_dict),
+    )
+    return Plan(
+        equation=core,
+        optimizer="step",
+        path=(tuple(range(len(core_terms))),),
+        steps=(only,),
+        flops=only.flops,
+        naive_flops=only.flops,
+        largest_intermediate_elements=only.output_elements,
+    )
+
+
+def _reverse_events(plan: Plan, grad: frozenset[int]) -> _Builder:
+    """Forward with retention, then reverse mode through the tree."""
+    equation = plan.equation
+    num_ops = equation.num_operands
+    size_dict = equation.size_dict
+    needs = _needs_grad(plan, grad)
+    retain = set()
+    for step in plan.steps:
+        for i in step.inputs:
+            if any(needs[j] for j in step.inputs if j != i):
+                retain.add(i)
+    builder = _Builder(size_dict)
+    builder.events.extend(forward_schedule(plan, retain))
+    if not grad:
+        return builder
+    final = plan.steps[-1]
+    builder.alloc(f"g{final.output}", final.output_term, op="seed")
+    for step in reversed(plan.steps):
+        if not needs[step.output]:
+            continue
+        upstream = f"g{step.output}"
+        consumed = False
+        wanted = [pos for pos, i in enumerate(step.inputs) if needs[i]]
+        for pos in wanted:
+            i = step.inputs[pos]
+            sources = [upstream] + [
+                tensor_name(step.inputs[q], num_ops) for q in range(len(step.inputs)) if q != pos
+            ]
+            consumed = builder.gradient(
+                core=_single_step_core(step, pos, size_dict),
+                sources=sources,
+                target=f"d{i}" if i < num_ops else f"g{i}",
+                target_term=step.input_terms[pos],
+                operand=i if i < num_ops else None,
+                prefix=f"c{i}.",
+                can_consume=pos == wanted[-1],
+            )
+        if not consumed:
+            builder.free(upstream, step.output_term)
+        for i, term in zip(step.inputs, step.input_terms, strict=True):
+            if i >= num_ops and i in retain:
+                builder.free(tensor_name(i, num_ops), term)
+    return builder
+
+
+def _independent_events(plan: Plan, gradients: GradientPlan) -> _Builder:
+    """Inference forward, then every gradient's core contraction planned on its own."""
+    size_dict = plan.equation.size_dict
+    num_ops = plan.equation.num_operands
+    builder = _Builder(size_dict)
+    builder.events.extend(forward_schedule(plan))
+    if not gradients.specs:
+        return builder
+    output = plan.equation.output
+    builder.alloc("G", output, op="seed")
+    last = len(gradients.specs) - 1
+    consumed = False
+    for number, (spec, core) in enumerate(zip(gradients.specs, gradients.plans, strict=True)):
+        sources = ["G" if src < 0 else tensor_name(src, num_ops) for src in spec.core_sources]
+        consumed = builder.gradient(
+            core=core,
+            sources=sources,
+            target=f"d{spec.operand}",
+            target_term=spec.term,
+            operand=spec.operand,
+            prefix=f"c{spec.operand}.",
+            can_consume=number == last,
+        )
+    if not consumed:
+        builder.free("G", output)
+    return builder
+
+
+def _with_private_reductions(plan: Plan) -> Plan:
+    """The plan as torch.einsum runs it: operands' step-private indices summed first.
+
+    An operand whose step sums an index that no other input of the step has (or that
+    repeats an index the step reduces) gets a one-input step of its own before it.
+    """
+    equation = plan.equation
+    num_ops = equation.num_operands
+    if len(plan.steps) == 1 and num_ops == 1:
+        return plan
+    size_dict = equation.size_dict
+    next_id = num_ops + len(plan.steps)
+    steps: list[Step] = []
+    for step in plan.steps:
+        inputs = []
+        terms = []
+        for pos, (i, term) in enumerate(zip(step.inputs, step.input_terms, strict=True)):
+            others = set(step.output_term)
+            for q, other in enumerate(step.input_terms):
+                if q != pos:
+                    others.update(other)
+            private = [char for char in dict.fromkeys(term) if char not in others]
+            # A size-1 private index is a broadcast dimension: torch squeezes it, no copy.
+            if i < num_ops and len(step.inputs) > 1 and any(size_dict[c] > 1 for c in private):
+                reduced = "".join(char for char in dict.fromkeys(term) if char in others)
+                steps.append(
+                    Step(
+                        index=len(steps),
+                        operands=(pos,),
+                        inputs=(i,),
+                        output=next_id,
+                        input_terms=(term,),
+                        output_term=reduced,
+                        removed="".join(private),
+                        flops=0,
+                        output_elements=size_of(reduced, size_dict),
+                    )
+                )
+                inputs.append(next_id)
+                terms.append(reduced)
+                next_id += 1
+            else:
+                inputs.append(i)
+                terms.append(term)
+        steps.append(
+            Step(
+                index=len(steps),
+                operands=step.operands,
+                inputs=tuple(inputs),
+                output=step.output,
+                input_terms=tuple(terms),
+                output_term=step.output_term,
+                removed=step.removed,
+                flops=step.flops,
+                output_elements=step.output_elements,
+            )
+        )
+    return Plan(
+        equation=equation,
+        optimizer=plan.optimizer,
+        path=plan.path,
+        steps=tuple(steps),
+        flops=plan.flops,
+        naive_flops=plan.naive_flops,
+        largest_intermediate_elements=plan.largest_intermediate_elements,
+    )
+
+
+def build_strategy(
+    name: Strategy,
+    plan: Plan,
+    grad: Sequence[int],
+    *,
+    itemsize: int,
+    gradients: GradientPlan | None = None,
+) -> StrategyResult:
+    """Model one backward strategy on a forward plan.
+
+    Args:
+        name: ``"reverse"``, ``"independent"`` or ``"torch-autograd"``.
+        plan: The forward plan.
+        grad: Positions of the operands that need a gradient.
+        itemsize: Bytes per element.
+        gradients: The planned gradient cores (required for ``"independent"``).
+
+    Returns:
+        The :class:`StrategyResult`.
+    """
+    start = time.perf_counter()
+    wanted = frozenset(grad)
+    optimizer = plan.optimizer
+    match name:
+        case "reverse":
+            builder = _reverse_events(plan, wanted)
+        case "torch-autograd":
+            builder = _reverse_events(_with_private_reductions(plan), wanted)
+        case "independent":
+            if gradients is None:
+                raise ValueError("the independent strategy needs the planned gradients")
+            builder = _independent_events(plan, gradients)
+            optimizer = gradients.optimizer
+        case _:
+            raise ValueError(f"unknown strategy {name!r}")
+    events = tuple(builder.events)
+    memory = simulate_memory(
+        events,
+        input_elements=sum(size_of(t, plan.equation.size_dict) for t in plan.equation.terms),
+        output_elements=plan.steps[-1].output_elements,
+        itemsize=itemsize,
+    )
+    elapsed = time.perf_counter() - start
+    if name == "independent" and gradients is not None:
+        elapsed += gradients.planning_s
+    return StrategyResult(
+        name=name,
+        events=events,
+        forward_flops=sum(e.flops for e in events if e.phase == "forward"),
+        backward_flops=sum(e.flops for e in events if e.phase == "backward"),
+        memory=memory,
+        operand_flops={k: builder.operand_flops.get(k, 0) for k in sorted(wanted)},
+        shared_flops=builder.shared_flops,
+        planning_s=elapsed,
+        optimizer=optimizer,
+    )
