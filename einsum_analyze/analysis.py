@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from ._types import DTYPE_ITEMSIZE, Strategy
 from .equation import parse_equation, shapes_from_sizes
 from .errors import PlanningError, ShapeError
+from .lowering import lower_events
 from .memory import forward_schedule, input_elements, simulate_memory
 from .parsing import parse_operand_list
 from .planning import parse_memory_limit, plan_contraction
@@ -74,7 +75,7 @@ def analyze(
     limit = parse_memory_limit(memory_limit, eq, itemsize)
     plan = plan_contraction(eq, optimize, limit)
     forward = simulate_memory(
-        forward_schedule(plan),
+        lower_events(forward_schedule(plan), eq.terms, eq.size_dict),
         input_elements=input_elements(plan),
         output_elements=plan.steps[-1].output_elements,
         itemsize=itemsize,

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .planning import Plan, size_of
+
+if TYPE_CHECKING:
+    from .lowering import Kernel
 
 __all__ = [
     "Event",
@@ -51,6 +54,9 @@ class Event:
             empty when the result is used as computed.
         consumes: Inputs whose storage ends with this event (a view takes it over).
         flops: FLOPs of the computation (opt_einsum convention).
+        kernel: How the executor runs a contraction (set by :mod:`einsum_analyze.lowering`).
+        workspace: Elements of the temporaries the computation allocates and frees
+            before the event ends, in allocation order.
     """
 
     kind: EventKind
@@ -63,6 +69,8 @@ class Event:
     view: str = ""
     consumes: tuple[tuple[str, int], ...] = ()
     flops: int = 0
+    kernel: Kernel | None = None
+    workspace: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +87,8 @@ class MemoryProfile:
             (kept for backward).
         final_bytes: Bytes live after the last event, inputs included.
         live_bytes: Live total after every event, inputs included.
+        high_bytes: Live total at the high point of every event (its output and its
+            workspace allocated, nothing yet freed), inputs included.
     """
 
     itemsize: int
@@ -89,6 +99,7 @@ class MemoryProfile:
     retained_bytes: int
     final_bytes: int
     live_bytes: tuple[int, ...]
+    high_bytes: tuple[int, ...]
 
     @property
     def peak_bytes_without_inputs(self) -> int:
@@ -153,6 +164,7 @@ def simulate_memory(
     input_elements: int,
     output_elements: int,
     itemsize: int,
+    granularity: int = 1,
 ) -> MemoryProfile:
     """Replay ``events`` and report live bytes.
 
@@ -161,6 +173,8 @@ def simulate_memory(
         input_elements: Elements of the caller's operands (live throughout).
         output_elements: Elements of the forward output, to separate it from retained bytes.
         itemsize: Bytes per element.
+        granularity: Round every allocation up to a multiple of this many bytes, as a
+            device allocator does (CUDA's rounds to 512); 1 counts exact bytes.
 
     Returns:
         The :class:`MemoryProfile`.
@@ -173,39 +187,53 @@ def simulate_memory(
         >>> simulate_memory(ev, input_elements=10, output_elements=6, itemsize=4).peak_bytes
         64
     """
+    def nbytes(elements: int) -> int:
+        raw = elements * itemsize
+        return -(-raw // granularity) * granularity if granularity > 1 else raw
+
     live: dict[str, int] = {}
-    total = input_elements
+    inputs = input_elements * itemsize
+    total = inputs
     peak, peak_event = total, -1
     forward_peak = total
     forward_end_total = total
     after: list[int] = []
+    high: list[int] = []
     for number, event in enumerate(events):
         if event.kind == "alloc":
             if event.tensor in live:
                 raise ValueError(f"tensor {event.tensor} allocated twice")
-            live[event.tensor] = event.elements
-            total += event.elements
+            size = nbytes(event.elements)
+            live[event.tensor] = size
+            total += size
             for name, _ in event.consumes:
-                if live.pop(name, None) is None:
+                # A view takes over its input's storage: nothing new is held.
+                freed = live.pop(name, None)
+                if freed is None:
                     raise ValueError(f"tensor {name} consumed but not live")
-            total -= sum(elements for _, elements in event.consumes)
+                total -= freed
+            top = total + sum(nbytes(w) for w in event.workspace)
         else:
-            if live.pop(event.tensor, None) is None:
+            freed = live.pop(event.tensor, None)
+            if freed is None:
                 raise ValueError(f"tensor {event.tensor} freed but not live")
-            total -= event.elements
-        after.append(total * itemsize)
-        if total > peak:
-            peak, peak_event = total, number
+            total -= freed
+            top = total
+        after.append(total)
+        high.append(top)
+        if top > peak:
+            peak, peak_event = top, number
         if event.phase == "forward":
-            forward_peak = max(forward_peak, total)
+            forward_peak = max(forward_peak, top)
             forward_end_total = total
     return MemoryProfile(
         itemsize=itemsize,
-        input_bytes=input_elements * itemsize,
-        peak_bytes=peak * itemsize,
+        input_bytes=inputs,
+        peak_bytes=peak,
         peak_event=peak_event,
-        forward_peak_bytes=forward_peak * itemsize,
-        retained_bytes=(forward_end_total - input_elements - output_elements) * itemsize,
-        final_bytes=total * itemsize,
+        forward_peak_bytes=forward_peak,
+        retained_bytes=forward_end_total - inputs - nbytes(output_elements),
+        final_bytes=total,
         live_bytes=tuple(after),
+        high_bytes=tuple(high),
     )

@@ -28,6 +28,7 @@ from typing import Any
 from ._types import Strategy, Term
 from .equation import Equation
 from .gradients import GradientSpec, derive_gradients, unreduce_kind
+from .lowering import lower_events
 from .memory import Event, MemoryProfile, forward_schedule, simulate_memory, tensor_name
 from .planning import Plan, Step, count_flops, plan_contraction, size_of
 
@@ -491,6 +492,8 @@ def build_strategy(
         case _:
             raise ValueError(f"unknown strategy {name!r}")
     events = tuple(builder.events)
+    if name != "torch-autograd":
+        events = lower_events(events, plan.equation.terms, plan.equation.size_dict)
     memory = simulate_memory(
         events,
         input_elements=sum(size_of(t, plan.equation.size_dict) for t in plan.equation.terms),

@@ -1,0 +1,291 @@
+"""Lower each contraction of a schedule to the kernels the executor runs.
+
+A step ``A, B -> C`` runs as one batched matrix product (or an elementwise product
+when nothing is summed), after summing away the indices private to one input and,
+where an input's memory layout cannot be viewed as the matrix the product needs,
+after copying it. Those sums and copies are workspace: allocated inside the step and
+freed at its end. The lowering follows every tensor's memory layout through the
+schedule, so it knows exactly which copies happen and how large they are; the memory
+replay counts them, and the executor does exactly what the lowering says.
+
+Indices of size 1 never constrain a layout: they are squeezed and unsqueezed as views.
+Everything here works on labels and sizes; no arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from .memory import Event
+
+__all__ = ["InputPrep", "Kernel", "Layout", "lower_events"]
+
+KernelKind = Literal["bmm", "mul", "reduce", "copy", "einsum"]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How a dense tensor sits in memory.
+
+    Attributes:
+        dims: The label of each dimension (an operand may repeat one: ``"ijj"``).
+        order: Dimension positions from outermost to innermost in memory.
+    """
+
+    dims: str
+    order: tuple[int, ...]
+
+    @classmethod
+    def contiguous(cls, dims: str) -> Layout:
+        """A tensor stored in the order of its dimensions."""
+        return cls(dims, tuple(range(len(dims))))
+
+    @classmethod
+    def from_memory_order(cls, dims: str, labels: Sequence[str]) -> Layout:
+        """A tensor with distinct ``dims`` stored in the memory order ``labels``.
+
+        Labels of ``dims`` missing from ``labels`` (size 1) go innermost.
+        """
+        first = [dims.index(char) for char in labels]
+        rest = [p for p in range(len(dims)) if p not in first]
+        return cls(dims, tuple(first + rest))
+
+
+@dataclass(frozen=True, slots=True)
+class InputPrep:
+    """What happens to one input before the product.
+
+    Attributes:
+        reduce: Labels summed away first (private to this input, size > 1).
+        keep: Memory order of the labels kept by the sum (when ``reduce``).
+        copy: Memory order of a dense copy made before the product; empty for none.
+        order: Memory order of the input as the product reads it (size-1 labels left out).
+    """
+
+    reduce: tuple[str, ...]
+    keep: tuple[str, ...]
+    copy: tuple[str, ...]
+    order: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """How the executor computes one contraction.
+
+    Attributes:
+        kind: ``"bmm"``, ``"mul"`` (no index summed between inputs), ``"reduce"`` (one
+            input, indices summed), ``"copy"`` (one input, nothing summed) or ``"einsum"``
+            (three or more inputs: torch.einsum, workspace not modelled).
+        inputs: Preparation of each input.
+        batch: Batch labels of the product, in order.
+        left: Labels of the first input kept in the output.
+        contracted: Labels summed by the product.
+        right: Labels of the second input kept in the output.
+        out_order: Memory order of the output's labels (size > 1).
+        workspace: Elements of each temporary, in allocation order.
+    """
+
+    kind: KernelKind
+    inputs: tuple[InputPrep, ...]
+    batch: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()
+    contracted: tuple[str, ...] = ()
+    right: tuple[str, ...] = ()
+    out_order: tuple[str, ...] = ()
+    workspace: tuple[int, ...] = ()
+
+
+def _memory_labels(layout: Layout, sizes: Mapping[str, int]) -> tuple[tuple[str, ...], bool]:
+    """Distinct labels (size > 1) by decreasing stride, and whether the view is dense.
+
+    A repeated label (a diagonal) has the sum of its positions' strides; such a view is
+    not dense.
+    """
+    stride = 1
+    strides = [0] * len(layout.dims)
+    for position in reversed(layout.order):
+        strides[position] = stride
+        stride *= sizes[layout.dims[position]]
+    label_stride: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for position, char in enumerate(layout.dims):
+        if sizes[char] == 1:
+            continue
+        label_stride[char] = label_stride.get(char, 0) + strides[position]
+        count[char] = count.get(char, 0) + 1
+    ordered = tuple(sorted(label_stride, key=lambda c: -label_stride[c]))
+    return ordered, all(n == 1 for n in count.values())
+
+
+def _blocks(order: Sequence[str], first: Sequence[str], second: Sequence[str],
+            third: Sequence[str]) -> bool:
+    """Whether ``order`` is ``first`` then the other two groups, each contiguous, in either
+    order, with ``first`` and ``second`` in exactly the given label order."""
+    n1 = len(first)
+    if tuple(order[:n1]) != tuple(first):
+        return False
+    rest = tuple(order[n1:])
+    s2, s3 = set(second), set(third)
+    n2 = len(second)
+    head, tail = rest[:n2], rest[n2:]
+    if head == tuple(second) and set(tail) == s3:
+        return True
+    n3 = len(third)
+    head, tail = rest[:n3], rest[n3:]
+    return set(head) == s3 and tail == tuple(second)
+
+
+def _elements(labels: Sequence[str], sizes: Mapping[str, int]) -> int:
+    return math.prod(sizes[char] for char in labels)
+
+
+def _prepare(
+    layout: Layout, private: Sequence[str], sizes: Mapping[str, int]
+) -> tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...], int]:
+    """Sum away ``private`` labels; returns (order, dense, reduce, keep, workspace)."""
+    order, dense = _memory_labels(layout, sizes)
+    reduce = tuple(char for char in order if char in private)
+    if not reduce:
+        return order, dense, (), (), 0
+    keep = tuple(char for char in order if char not in private)
+    return keep, True, reduce, keep, _elements(keep, sizes)
+
+
+def lower_contraction(
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int]
+) -> Kernel:
+    """Choose the kernel, the copies and the output layout of one contraction.
+
+    Args:
+        layouts: Layout of each input (its dims are its term in the step).
+        output: The step's output term (distinct labels).
+        sizes: Size of every label.
+
+    Returns:
+        The :class:`Kernel`.
+
+    Example:
+        >>> k = lower_contraction([Layout.contiguous("ab"), Layout.contiguous("bc")], "ac",
+        ...                       {"a": 2, "b": 3, "c": 4})
+        >>> k.kind, k.workspace
+        ('bmm', ())
+    """
+    if len(layouts) > 2:
+        return Kernel(kind="einsum", inputs=())
+    big = {char for char in output if sizes[char] > 1}
+    if len(layouts) == 1:
+        (layout,) = layouts
+        private = [char for char in layout.dims if char not in big]
+        order, dense, reduce, keep, work = _prepare(layout, private, sizes)
+        prep = InputPrep(reduce=reduce, keep=keep, copy=(), order=order)
+        kept = tuple(char for char in order if char in big)
+        if reduce:
+            # The sum writes the output directly, in the kept labels' memory order.
+            return Kernel(kind="reduce", inputs=(prep,), out_order=kept)
+        return Kernel(kind="copy", inputs=(prep,), out_order=kept)
+
+    a_layout, b_layout = layouts
+    a_labels = {c for c in a_layout.dims if sizes[c] > 1}
+    b_labels = {c for c in b_layout.dims if sizes[c] > 1}
+    a_order, a_dense, a_reduce, a_keep, a_work = _prepare(
+        a_layout, [c for c in a_labels if c not in b_labels and c not in big], sizes
+    )
+    b_order, b_dense, b_reduce, b_keep, b_work = _prepare(
+        b_layout, [c for c in b_labels if c not in a_labels and c not in big], sizes
+    )
+    workspace = [w for w in (a_work, b_work) if w]
+    shared = [c for c in a_order if c in b_labels]
+    contracted_set = {c for c in shared if c not in big}
+    left = tuple(c for c in a_order if c in big and c not in b_labels)
+    right = tuple(c for c in b_order if c in big and c not in a_labels)
+
+    if not contracted_set:
+        batch = tuple(c for c in a_order if c in b_labels)
+        out_order = batch + left + right
+        return Kernel(
+            kind="mul",
+            inputs=(
+                InputPrep(reduce=a_reduce, keep=a_keep, copy=(), order=a_order),
+                InputPrep(reduce=b_reduce, keep=b_keep, copy=(), order=b_order),
+            ),
+            batch=batch,
+            left=left,
+            right=right,
+            out_order=out_order,
+            workspace=tuple(workspace),
+        )
+
+    # Take the batch and contracted orders from the larger input, so that a copy, if
+    # one is needed, is of the smaller one.
+    a_size, b_size = _elements(a_order, sizes), _elements(b_order, sizes)
+    reference = a_order if a_size >= b_size else b_order
+    batch = tuple(c for c in reference if c in big and c in a_labels and c in b_labels)
+    contracted = tuple(c for c in reference if c in contracted_set)
+
+    a_copy: tuple[str, ...] = ()
+    if not (a_dense and _blocks(a_order, batch, contracted, left)):
+        a_copy = batch + left + contracted
+        workspace.append(_elements(a_copy, sizes))
+    b_copy: tuple[str, ...] = ()
+    if not (b_dense and _blocks(b_order, batch, contracted, right)):
+        b_copy = batch + contracted + right
+        workspace.append(_elements(b_copy, sizes))
+    return Kernel(
+        kind="bmm",
+        inputs=(
+            InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
+            InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
+        ),
+        batch=batch,
+        left=left,
+        contracted=contracted,
+        right=right,
+        out_order=batch + left + right,
+        workspace=tuple(workspace),
+    )
+
+
+def lower_events(
+    events: Sequence[Event], operand_terms: Sequence[str], sizes: Mapping[str, int]
+) -> tuple[Event, ...]:
+    """Attach a :class:`Kernel` and its workspace to every contraction of a schedule.
+
+    Args:
+        events: A schedule (see :mod:`einsum_analyze.memory`).
+        operand_terms: The caller's operands' terms (stored contiguously).
+        sizes: Size of every label.
+
+    Returns:
+        The same events, contractions carrying ``kernel`` and ``workspace``.
+    """
+    layouts: dict[str, Layout] = {
+        f"in{k}": Layout.contiguous(term) for k, term in enumerate(operand_terms)
+    }
+    lowered: list[Event] = []
+    for event in events:
+        if event.kind == "free":
+            layouts.pop(event.tensor, None)
+            lowered.append(event)
+            continue
+        lhs, _, out_term = event.equation.partition("->")
+        match event.op:
+            case "contract":
+                terms = lhs.split(",") if event.inputs else []
+                inputs = [
+                    Layout(term, layouts[name].order)
+                    for term, name in zip(terms, event.inputs, strict=True)
+                ]
+                kernel = lower_contraction(inputs, out_term, sizes)
+                layouts[event.tensor] = Layout.from_memory_order(out_term, kernel.out_order)
+                lowered.append(replace(event, kernel=kernel, workspace=kernel.workspace))
+            case "view":
+                source = layouts.pop(event.inputs[0])
+                layouts[event.tensor] = source
+                lowered.append(event)
+            case _:
+                layouts[event.tensor] = Layout.contiguous(out_term)
+                lowered.append(event)
+    return tuple(lowered)
