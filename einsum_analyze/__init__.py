@@ -9,7 +9,7 @@ Example:
 
 from __future__ import annotations
 
-from .analysis import analyze
+from .analysis import analyze, execute
 from .equation import Equation, parse_equation
 from .errors import (
     BackendUnavailableError,
@@ -38,6 +38,7 @@ __all__ = [
     "Step",
     "__version__",
     "analyze",
+    "execute",
     "parse_equation",
     "plan_contraction",
     "simulate_memory",

@@ -1,13 +1,20 @@
 """The command line: parse options, call the core, pick a renderer, map errors to exit codes.
 
-Exit codes: 0 success; 1 a budget the user set was exceeded; 2 bad input, bad usage, or an
-unavailable device or backend. A crash is a bug and shows its traceback.
+Two verbs: ``einsum-analyze EQUATION ...`` (or ``--cases FILE``) analyses; ``einsum-analyze
+compare BEFORE AFTER`` compares two saved reports. :class:`_AnalyzeCommand` routes a first
+argument ``compare`` to :data:`compare_cli`, so ``cli`` serves both.
+
+Exit codes: 0 success; 1 a budget the user set was exceeded (or, for compare, a figure
+regressed); 2 bad input, bad usage, or an unavailable device or backend. A crash is a bug
+and shows its traceback.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, get_args
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, get_args
 
 import click
 
@@ -17,7 +24,11 @@ from .errors import EinsumAnalyzeError
 from .planning import OPTIMIZERS
 from .strategies import STRATEGIES
 
-__all__ = ["cli", "main"]
+if TYPE_CHECKING:
+    from .budgets import Budgets
+    from .report import Report
+
+__all__ = ["cli", "compare_cli", "main"]
 
 _EPILOG = """\b
 Examples:
@@ -28,10 +39,49 @@ Examples:
       --memory-limit 64MiB --dtype float64 --json report.json
 
 \b
+CI mode (docs/ci.md):
+  einsum-analyze "ij,jk->ik" --sizes i=1024,j=512,k=256 --device none \\
+      --max-flops 3e8 --max-peak 8MiB
+  einsum-analyze --cases cases.toml --device none --json report.json
+  einsum-analyze compare before.json after.json --tolerance 0.05
+
+\b
+Budgets are checked against the first strategy in --strategy (reverse by
+default), or --budget-strategy NAME|all; --max-peak checks the forward peak
+when no strategy is modelled; --max-time checks every run's median forward +
+backward seconds (it passes when nothing ran). A cases file holds [[cases]]
+with name, equation, shapes or sizes, and optional dtype, optimize,
+memory_limit, grad, strategy and a budgets table; command-line options are
+the defaults. 'einsum-analyze compare --help' explains comparison.
+
+\b
 Exit codes:
   0  success
-  1  a budget the user set was exceeded
-  2  bad input, bad usage, or an unavailable device or backend
+  1  a budget the user set was exceeded (compare: a figure regressed)
+  2  bad input, bad usage, or an unavailable device or backend (--cases: a case
+     that could not be analysed; the other cases still run and are reported)
+"""
+
+_COMPARE_EPILOG = """\b
+Rules:
+  FLOPs and modelled memory are exact: any increase is a regression (forward
+  flops and peak_bytes; per strategy backward_flops, retained_bytes and
+  peak_bytes). Timings (each run's median forward_s and backward_s) regress
+  when they grow by more than --tolerance, relative. Batch reports are matched
+  case by case, by name; a case that now fails to analyse is a regression;
+  added or removed strategies, runs and cases are listed, not regressions.
+
+\b
+Examples:
+  einsum-analyze compare before.json after.json
+  einsum-analyze compare before.json after.json --tolerance 0.10 --json -
+
+\b
+Exit codes:
+  0  no figure regressed
+  1  a figure regressed
+  2  a file is unreadable or not a report of this schema version, or one is
+     a single report and the other a batch
 """
 
 
@@ -58,13 +108,30 @@ class _OneLineErrors(click.Command):
         sys.exit(result if isinstance(result, int) else 0)
 
 
+class _AnalyzeCommand(_OneLineErrors):
+    """The analysis command; a first argument ``compare`` runs :data:`compare_cli` instead.
+
+    The analysis command takes a positional EQUATION, so a click group cannot hold both
+    verbs; ``einsum-analyze -- compare`` analyses an equation spelled ``compare``.
+    """
+
+    def main(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, prog_name: str | None = None, **kwargs: Any
+    ) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        if argv[:1] == ["compare"]:
+            name = f"{prog_name or self.name} compare"
+            return compare_cli.main(argv[1:], prog_name=name, **kwargs)
+        return super().main(args, prog_name, **kwargs)
+
+
 @click.command(
     name="einsum-analyze",
-    cls=_OneLineErrors,
+    cls=_AnalyzeCommand,
     epilog=_EPILOG,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.argument("equation")
+@click.argument("equation", required=False)
 @click.option(
     "--shapes",
     metavar="SHAPES",
@@ -114,19 +181,65 @@ class _OneLineErrors(click.Command):
 )
 @click.option(
     "--device",
-    default="none",
-    show_default=True,
-    help="Where to run: none (analysis only).",
+    "devices",
+    multiple=True,
+    metavar="DEVICE",
+    help="Where to run: cpu, cuda, cuda:N, a comma-separated list, or none (analysis "
+    "only, no torch import). Repeatable. Default: cpu, plus cuda where a GPU is present.",
 )
+@click.option(
+    "--backend",
+    type=click.Choice(["torch", "numpy"]),
+    default="torch",
+    show_default=True,
+    help="Executor for our strategies (numpy: cpu only; torch baselines always use torch).",
+)
+@click.option("--repeats", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Timed blocks per phase.")
+@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Untimed calls before timing.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the random operands.")
+@click.option(
+    "--max-memory",
+    metavar="BYTES",
+    help="Skip runs whose predicted peak exceeds this (8GiB, 512MB, ...).",
+)
+@click.option("--force", is_flag=True,
+              help="Run on cpu even when the predicted time is far beyond reason.")
 @click.option(
     "--json",
     "json_path",
     metavar="PATH",
     help="Write the JSON report to PATH; '-' writes only JSON to stdout.",
 )
+@click.option(
+    "--cases",
+    "cases_path",
+    metavar="FILE",
+    help="Analyse every case of a JSON or TOML cases file into one report holding a "
+    "list, instead of EQUATION with --shapes or --sizes (docs/ci.md).",
+)
+@click.option("--max-flops", metavar="FLOPS",
+              help="Budget: forward FLOPs (1e9, 2_000_000). Exceeded: exit code 1.")
+@click.option("--max-backward-flops", metavar="FLOPS",
+              help="Budget: backward FLOPs of the budget strategy.")
+@click.option("--max-peak", metavar="BYTES",
+              help="Budget: training peak of the budget strategy, or the forward peak "
+              "when no strategy is modelled (512MiB, 2GB).")
+@click.option("--max-retained", metavar="BYTES",
+              help="Budget: bytes the budget strategy retains for backward.")
+@click.option("--max-time", metavar="SECONDS",
+              help="Budget: median forward + backward seconds of every run (0.5, 250ms).")
+@click.option(
+    "--budget-strategy",
+    type=click.Choice(("all", *STRATEGIES), case_sensitive=False),
+    help="Strategy the backward budgets check: a name, or all (each must pass). "
+    "Default: the first in --strategy.",
+)
 @click.version_option(__version__, "-V", "--version", prog_name="einsum-analyze")
 def cli(
-    equation: str,
+    equation: str | None,
     shapes: str | None,
     sizes: str | None,
     optimize: str,
@@ -134,9 +247,22 @@ def cli(
     dtype: str,
     grad: str,
     strategies: str,
-    device: str,
+    devices: tuple[str, ...],
+    backend: str,
+    repeats: int,
+    warmup: int,
+    seed: int,
+    max_memory: str | None,
+    force: bool,
     json_path: str | None,
-) -> None:
+    cases_path: str | None,
+    max_flops: str | None,
+    max_backward_flops: str | None,
+    max_peak: str | None,
+    max_retained: str | None,
+    max_time: str | None,
+    budget_strategy: str | None,
+) -> int:
     """Analyse the cost of an einsum's forward and backward passes.
 
     EQUATION is an einsum as numpy and torch accept it (explicit or implicit output,
@@ -145,7 +271,26 @@ def cli(
     contraction, and each backward strategy's FLOPs, retained bytes and training peak.
     """
     try:
-        _analyze(
+        budgets = _read_budgets(
+            max_flops, max_backward_flops, max_peak, max_retained, max_time, budget_strategy
+        )
+        if cases_path is not None:
+            if equation is not None or shapes is not None or sizes is not None:
+                raise click.UsageError("give either --cases or EQUATION with --shapes/--sizes")
+            return _analyze_cases(
+                cases_path,
+                optimize,
+                memory_limit,
+                dtype,
+                grad,
+                strategies,
+                _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force),
+                json_path,
+                budgets,
+            )
+        if equation is None:
+            raise click.UsageError("Missing argument 'EQUATION' (or give --cases FILE)")
+        return _analyze(
             equation,
             shapes,
             sizes,
@@ -154,8 +299,9 @@ def cli(
             dtype,
             grad,
             strategies,
-            device,
+            _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force),
             json_path,
+            budgets,
         )
     except EinsumAnalyzeError as err:
         raise InputError(str(err)) from err
@@ -170,17 +316,18 @@ def _analyze(
     dtype: str,
     grad: str,
     strategies: str,
-    device: str,
+    run: _RunOptions,
     json_path: str | None,
-) -> None:
+    budgets: Budgets,
+) -> int:
     from .analysis import analyze
+    from .budgets import apply_budgets
     from .parsing import parse_shapes, parse_sizes
     from .report import dump_json
 
     if (shapes is None) == (sizes is None):
         raise click.UsageError("give exactly one of --shapes and --sizes")
-    if device.strip().lower() != "none":
-        raise InputError(f"--device {device!r} is not available yet; use --device none")
+    devices = run.device_list()
     report = analyze(
         equation,
         parse_shapes(shapes) if shapes is not None else None,
@@ -191,26 +338,238 @@ def _analyze(
         grad=grad,
         strategies=_split_names(strategies),
     )
+    if devices != ():
+        report = _execute(report, run, devices, show_progress=json_path != "-")
+    report = apply_budgets(report, budgets)  # last: budgets read the strategies and runs
     data = report.to_dict()
     if json_path == "-":
         dump_json(data, sys.stdout)
-        return
+        return _echo_budget_failures(report)
     if json_path is not None:
-        try:
-            with open(json_path, "w", encoding="utf-8") as stream:
-                dump_json(data, stream)
-        except OSError as err:
-            raise InputError(f"cannot write the JSON report to {json_path!r}: {err.strerror}")
+        _write_json(data, json_path)
     from rich.console import Console
 
     from .render import render_report
 
     render_report(report, Console())
+    return _echo_budget_failures(report)
+
+
+def _read_budgets(
+    max_flops: str | None,
+    max_backward_flops: str | None,
+    max_peak: str | None,
+    max_retained: str | None,
+    max_time: str | None,
+    budget_strategy: str | None,
+) -> Budgets:
+    from .budgets import Budgets
+
+    return Budgets.from_mapping({
+        "max-flops": max_flops,
+        "max-backward-flops": max_backward_flops,
+        "max-peak": max_peak,
+        "max-retained": max_retained,
+        "max-time": max_time,
+        "budget-strategy": budget_strategy,
+    })
+
+
+def _write_json(data: Any, json_path: str) -> None:
+    """Write a document to ``json_path`` ('-': stdout) with the one JSON writer."""
+    from .report import dump_json
+
+    if json_path == "-":
+        dump_json(data, sys.stdout)
+        return
+    try:
+        with open(json_path, "w", encoding="utf-8") as stream:
+            dump_json(data, stream)
+    except OSError as err:
+        raise InputError(
+            f"cannot write the JSON report to {json_path!r}: {err.strerror}"
+        ) from err
+
+
+def _echo_budget_failures(report: Report, case: str | None = None) -> int:
+    """Print one stderr line per exceeded budget; the exit code (1 if any, else 0)."""
+    from .render import budget_failure_lines
+
+    lines = budget_failure_lines(report.budgets, case)
+    for line in lines:
+        click.echo(line, err=True)
+    return 1 if lines else 0
+
+
+def _analyze_cases(
+    cases_path: str,
+    optimize: str,
+    memory_limit: str | None,
+    dtype: str,
+    grad: str,
+    strategies: str,
+    run: _RunOptions,
+    json_path: str | None,
+    budgets: Budgets,
+) -> int:
+    """Run a cases file; exit 2 if any case failed, else 1 if any budget, else 0."""
+    from .cases import Case, CaseDefaults, analyze_case, cases_format, parse_cases, run_cases
+
+    fmt = cases_format(cases_path)
+    try:
+        with open(cases_path, encoding="utf-8") as stream:
+            text = stream.read()
+    except OSError as err:
+        raise InputError(f"cannot read the cases file {cases_path!r}: {err.strerror}") from err
+    except UnicodeDecodeError as err:
+        raise InputError(f"the cases file {cases_path!r} is not UTF-8 text") from err
+    defaults = CaseDefaults(dtype=dtype, optimize=optimize, memory_limit=memory_limit,
+                            grad=grad, strategies=_split_names(strategies), budgets=budgets)
+    entries = parse_cases(text, fmt, defaults)
+    devices = run.device_list()
+
+    def run_case(case: Case) -> Report:
+        report = analyze_case(case)
+        if devices == () or not report.strategies:
+            return report
+        return _execute(report, run, devices, show_progress=False)
+
+    batch = run_cases(entries, runner=run_case)
+    if json_path is not None:
+        _write_json(batch.to_dict(), json_path)
+    if json_path != "-":
+        from rich.console import Console
+
+        from .render import render_batch
+
+        render_batch(batch, Console())
+    for outcome in batch.cases:
+        if outcome.report is None:
+            click.echo(f"Error: case {outcome.name!r}: {outcome.error}", err=True)
+        else:
+            _echo_budget_failures(outcome.report, outcome.name)
+    if batch.has_errors:
+        return 2
+    return 1 if batch.has_budget_failures else 0
+
+
+@dataclass(frozen=True)
+class _RunOptions:
+    devices: tuple[str, ...]
+    backend: str
+    repeats: int
+    warmup: int
+    seed: int
+    max_memory: str | None
+    force: bool
+
+    def device_list(self) -> tuple[str, ...] | None:
+        """() for analysis only, None for the default devices, else the names."""
+        names = tuple(
+            name.strip() for text in self.devices for name in text.split(",") if name.strip()
+        )
+        if not names:
+            return None
+        if any(name.lower() == "none" for name in names):
+            if len(names) > 1:
+                raise click.UsageError("--device none cannot be combined with other devices")
+            return ()
+        return names
+
+
+def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
+             *, show_progress: bool) -> Report:
+    from .analysis import execute
+
+    if not report.strategies:
+        raise click.UsageError("running needs at least one --strategy; use --device none")
+    if not (show_progress and sys.stdout.isatty()):
+        return execute(report, devices=devices, backend=run.backend, repeats=run.repeats,
+                       warmup=run.warmup, seed=run.seed, max_memory=run.max_memory,
+                       force=run.force)
+    from rich.progress import Progress
+
+    with Progress(transient=True) as progress:
+        task = progress.add_task("running", total=None)
+
+        def on_progress(label: str) -> None:
+            progress.update(task, description=label, advance=1)
+
+        return execute(report, devices=devices, backend=run.backend, repeats=run.repeats,
+                       warmup=run.warmup, seed=run.seed, max_memory=run.max_memory,
+                       force=run.force, on_progress=on_progress)
 
 
 def _split_names(text: str) -> tuple[str, ...]:
     names = tuple(name.strip().lower() for name in text.split(",") if name.strip())
     return () if names in ((), ("none",)) else names
+
+
+@click.command(
+    name="compare",
+    cls=_OneLineErrors,
+    epilog=_COMPARE_EPILOG,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.argument("before", metavar="BEFORE.json")
+@click.argument("after", metavar="AFTER.json")
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(min=0),
+    default=0.05,
+    show_default=True,
+    help="Relative tolerance for timings (0.05: 5 %). FLOPs and modelled memory are exact.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    metavar="PATH",
+    help="Write the comparison as JSON to PATH; '-' writes only JSON to stdout.",
+)
+def compare_cli(before: str, after: str, tolerance: float, json_path: str | None) -> int:
+    """Compare two reports, before and after a change, and say what changed.
+
+    BEFORE.json and AFTER.json are reports written by --json: both single reports, or
+    both batch reports from --cases (cases are matched by name). Exit code 1 when a
+    figure regressed.
+    """
+    try:
+        return _compare(before, after, tolerance, json_path)
+    except EinsumAnalyzeError as err:
+        raise InputError(str(err)) from err
+
+
+def _compare(before: str, after: str, tolerance: float, json_path: str | None) -> int:
+    from .compare import compare_reports
+
+    comparison = compare_reports(
+        _read_report(before, "BEFORE"), _read_report(after, "AFTER"), tolerance=tolerance
+    )
+    if json_path is not None:
+        _write_json(comparison.to_dict(), json_path)
+    from .render import regression_lines
+
+    if json_path != "-":
+        from rich.console import Console
+
+        from .render import render_comparison
+
+        render_comparison(comparison, Console())
+    for line in regression_lines(comparison):
+        click.echo(line, err=True)
+    return 1 if comparison.has_regressions else 0
+
+
+def _read_report(path: str, which: str) -> Any:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as stream:
+            return json.load(stream)
+    except OSError as err:
+        raise InputError(f"cannot read {which} report {path!r}: {err.strerror}") from err
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"{which} report {path!r} is not JSON: {err}") from err
 
 
 def main() -> None:

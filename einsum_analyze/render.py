@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
+from .execution import Run
 from .report import Report
+from .timing import Measurement
 
-__all__ = ["answer_line", "format_bytes", "format_count", "format_seconds", "render_report"]
+if TYPE_CHECKING:
+    from .budgets import BudgetCheck
+    from .cases import BatchReport
+    from .compare import Comparison
+
+__all__ = [
+    "answer_line",
+    "budget_failure_lines",
+    "format_bytes",
+    "format_count",
+    "format_seconds",
+    "regression_lines",
+    "render_batch",
+    "render_comparison",
+    "render_report",
+]
 
 MAX_STEP_ROWS = 40
 
@@ -156,6 +174,67 @@ def _strategies_table(report: Report) -> Table | None:
     return table
 
 
+def _runs_table(report: Report) -> Table | None:
+    if not report.runs:
+        return None
+    table = Table(
+        title="Runs (median per call; * fastest forward+backward, + leanest measured peak)",
+        caption="peak: measured / predicted, bytes above the inputs; vs torch: time and peak "
+        "over torch-autograd's on the same device",
+    )
+    for header in ("strategy", "device", "forward", "backward", "peak", "retained",
+                   "grad error", "vs torch"):
+        table.add_column(header, justify="left" if header in ("strategy", "device") else "right",
+                         no_wrap=True)
+    done = [r for r in report.runs if r.skipped is None and r.forward is not None]
+    def total(run: Run) -> float:
+        assert run.forward is not None
+        return run.forward.median_s + (run.backward.median_s if run.backward else 0.0)
+
+    fastest = {d: min(total(r) for r in done if r.device == d) for d in {r.device for r in done}}
+    measured = [r for r in done if r.peak_bytes_measured is not None]
+    leanest = {d: min(r.peak_bytes_measured or 0 for r in measured if r.device == d)
+               for d in {r.device for r in measured}}
+    torch_runs = {r.device: r for r in done if r.strategy == "torch-autograd"}
+    for run in report.runs:
+        name = run.strategy + ("" if run.backend == "torch" else f" ({run.backend})")
+        if run.skipped is not None or run.forward is None:
+            table.add_row(name, run.device, f"skipped: {run.skipped}", "", "", "", "", "")
+            continue
+        time_s = total(run)
+        mark = " *" if time_s == fastest[run.device] else ""
+        peak = "-"
+        if run.peak_bytes_measured is not None:
+            peak = format_bytes(run.peak_bytes_measured)
+            if run.peak_bytes_measured == leanest.get(run.device):
+                peak += " +"
+        if run.peak_bytes_predicted is not None:
+            peak += f" / {format_bytes(run.peak_bytes_predicted)}"
+        versus = ""
+        reference = torch_runs.get(run.device)
+        if reference is not None and reference is not run:
+            versus = f"{time_s / total(reference):.2f}x"
+            if run.peak_bytes_measured and reference.peak_bytes_measured:
+                versus += f", {run.peak_bytes_measured / reference.peak_bytes_measured:.2f}x"
+        table.add_row(
+            name,
+            run.device,
+            _spread(run.forward),
+            (_spread(run.backward) if run.backward else "-") + mark,
+            peak,
+            format_bytes(run.retained_bytes_measured) if run.retained_bytes_measured is not None
+            else "-",
+            f"{run.max_grad_error:.1e}" if run.max_grad_error is not None else "-",
+            versus,
+        )
+    return table
+
+
+def _spread(measurement: Measurement) -> str:
+    return (f"{format_seconds(measurement.median_s)} "
+            f"±{measurement.relative_spread * 50:.0f}%")
+
+
 def answer_line(report: Report) -> str:
     """One sentence answering: what does backward cost next to forward?"""
     inference = report.forward_memory.peak_bytes
@@ -171,10 +250,160 @@ def render_report(report: Report, console: Console) -> None:
     """Print the report's tables to ``console``."""
     console.print(_steps_table(report))
     console.print(_summary_table(report))
-    for table in (_gradients_table(report), _strategies_table(report)):
+    for table in (_gradients_table(report), _strategies_table(report), _runs_table(report)):
         if table is not None:
             console.print(table)
     if report.strategies:
         console.print(answer_line(report))
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
+    if report.budgets:
+        console.print(_budgets_table(report.budgets))
+
+
+def _format_figure(value: float | None, unit: str) -> str:
+    """A figure in its unit for display; ``-`` when absent."""
+    if value is None:
+        return "-"
+    match unit:
+        case "flops":
+            return format_count(int(value))
+        case "bytes":
+            return format_bytes(value)
+        case "s":
+            return format_seconds(float(value))
+    return str(value)
+
+
+def _exact_figure(value: float | None, unit: str) -> str:
+    """A figure exactly, for log lines: ``53,924 B (52.66 KiB)``."""
+    if value is None:
+        return "not measured"
+    match unit:
+        case "flops":
+            return f"{int(value):,} FLOPs"
+        case "bytes":
+            return f"{int(value):,} B ({format_bytes(value)})"
+        case "s":
+            return f"{float(value):.6g} s"
+    return str(value)
+
+
+def _budgets_table(checks: Sequence[BudgetCheck]) -> Table:
+    failed = sum(not check.passed for check in checks)
+    title = "Budgets: all within their limits" if not failed else f"Budgets: {failed} exceeded"
+    table = Table(title=title)
+    for header in ("budget", "subject", "value", "limit", "result"):
+        table.add_column(header, justify="right" if header in ("value", "limit") else "left")
+    for check in checks:
+        result = (
+            "[green]pass[/green]" if check.value is not None and check.passed
+            else "not measured" if check.value is None
+            else "[red]EXCEEDED[/red]"
+        )
+        table.add_row(check.name, check.subject, _format_figure(check.value, check.unit),
+                      _format_figure(check.limit, check.unit), result)
+    return table
+
+
+def budget_failure_lines(checks: Sequence[BudgetCheck], case: str | None = None) -> list[str]:
+    """One plain line per exceeded budget, for stderr: the budget, the figure, the limit."""
+    where = f"case {case!r}: " if case is not None else ""
+    return [
+        f"Budget exceeded: {where}{check.name} on {check.subject}: "
+        f"{_exact_figure(check.value, check.unit)} > limit {_exact_figure(check.limit, check.unit)}"
+        for check in checks
+        if not check.passed
+    ]
+
+
+def render_batch(batch: BatchReport, console: Console) -> None:
+    """Print one row per case of a batch: status, headline figures and budgets."""
+    table = Table(title=f"Cases: {len(batch.cases)}")
+    for header in ("case", "status", "FLOPs", "bwd FLOPs", "train peak", "budgets"):
+        table.add_column(header, justify="left" if header in ("case", "status") else "right")
+    for outcome in batch.cases:
+        report = outcome.report
+        if report is None:
+            error = outcome.error or ""
+            table.add_row(outcome.name, "[red]error[/red]",
+                          error if len(error) <= 60 else error[:57] + "...", "", "", "")
+            continue
+        first = report.strategies[0] if report.strategies else None
+        passed = sum(check.passed for check in report.budgets)
+        status = {"ok": "[green]ok[/green]", "budget-exceeded": "[red]budget exceeded[/red]",
+                  "error": "[red]error[/red]"}[outcome.status]
+        table.add_row(
+            outcome.name,
+            status,
+            format_count(report.plan.flops),
+            format_count(first.backward_flops) + f" ({first.name})" if first else "-",
+            format_bytes(first.memory.peak_bytes if first else report.forward_memory.peak_bytes),
+            f"{passed}/{len(report.budgets)} pass" if report.budgets else "-",
+        )
+    console.print(table)
+
+
+def _change_text(before: float | None, after: float | None) -> str:
+    if before is None or after is None:
+        return ""
+    if before == 0:
+        return "new" if after else "0%"
+    return f"{(after - before) / before:+.1%}"
+
+
+def render_comparison(comparison: Comparison, console: Console) -> None:
+    """Print the figures that changed between two reports, and the notes."""
+    changed = [c for c in comparison.changes if c.status != "unchanged"]
+    if not changed:
+        console.print(f"No figure changed ({len(comparison.changes)} compared).")
+    else:
+        table = Table(title=f"Changed figures ({len(changed)} of {len(comparison.changes)})")
+        headers = ("case", "subject", "figure", "before", "after", "change", "verdict")
+        if comparison.kind == "report":
+            headers = headers[1:]
+        for header in headers:
+            table.add_column(header, justify="right" if header in ("before", "after", "change")
+                             else "left")
+        for change in changed:
+            verdict = {
+                "regressed": "[red]regressed[/red]",
+                "improved": "[green]improved[/green]",
+            }.get(change.status, change.status)
+            row = [
+                change.subject,
+                change.figure or change.detail,
+                _format_figure(change.before, change.unit),
+                _format_figure(change.after, change.unit),
+                _change_text(change.before, change.after),
+                verdict,
+            ]
+            if comparison.kind == "batch":
+                row.insert(0, change.case or "")
+            table.add_row(*row)
+        console.print(table)
+    for note in comparison.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    regressed = len(comparison.regressions)
+    console.print(
+        f"{regressed} regressed; FLOPs and modelled memory exact, timings within "
+        f"{comparison.tolerance:.1%}." if regressed else
+        f"No regression (FLOPs and memory exact, timings within {comparison.tolerance:.1%})."
+    )
+
+
+def regression_lines(comparison: Comparison) -> list[str]:
+    """One plain line per regressed figure, for stderr."""
+    lines = []
+    for change in comparison.regressions:
+        where = f"case {change.case!r}: " if change.case is not None else ""
+        if not change.figure:
+            lines.append(f"Regression: {where}{change.detail}")
+            continue
+        relative = _change_text(change.before, change.after)
+        lines.append(
+            f"Regression: {where}{change.subject} {change.figure}: "
+            f"{_exact_figure(change.before, change.unit)} -> "
+            f"{_exact_figure(change.after, change.unit)} ({relative})"
+        )
+    return lines
