@@ -7,8 +7,10 @@ from __future__ import annotations
 
 __all__ = [
     "BackendUnavailableError",
+    "BudgetError",
     "EinsumAnalyzeError",
     "EquationError",
+    "InputFileError",
     "PlanningError",
     "ShapeError",
 ]
@@ -32,3 +34,11 @@ class PlanningError(EinsumAnalyzeError):
 
 class BackendUnavailableError(EinsumAnalyzeError):
     """A requested device, backend or dtype is not available here."""
+
+
+class BudgetError(EinsumAnalyzeError):
+    """A budget is unreadable or cannot be checked against the report."""
+
+
+class InputFileError(EinsumAnalyzeError):
+    """A cases file or a saved report cannot be read, or is not of the expected form."""

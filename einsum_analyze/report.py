@@ -14,6 +14,7 @@ from .memory import MemoryProfile
 from .planning import Plan
 
 if TYPE_CHECKING:
+    from .budgets import BudgetCheck
     from .strategies import GradientPlan, StrategyResult
 
 __all__ = ["SCHEMA_VERSION", "Report", "dump_json", "environment", "load_schema"]
@@ -36,8 +37,10 @@ class Report:
         analysis_s: Wall seconds the analysis took.
         gradients: Derived gradient contractions, if backward was analysed.
         strategies: Backward strategies, if analysed.
+        runs: Measured runs of strategies and baselines, if executed.
         warnings: Things the user should know (approximations, fallbacks).
         environment: Versions and platform.
+        budgets: The budgets checked against this report (:mod:`einsum_analyze.budgets`).
     """
 
     equation: Equation
@@ -49,9 +52,10 @@ class Report:
     analysis_s: float
     gradients: GradientPlan | None = None
     strategies: tuple[StrategyResult, ...] = ()
-    runs: tuple[Mapping[str, Any], ...] = ()
+    runs: tuple[Run, ...] = ()
     warnings: tuple[str, ...] = ()
     environment: Mapping[str, Any] = field(default_factory=dict)
+    budgets: tuple[BudgetCheck, ...] = ()
 
     def __repr__(self) -> str:
         return f"Report({self.equation.explicit!r}, flops={self.plan.flops})"
@@ -114,7 +118,9 @@ class Report:
         if self.strategies:
             data["strategies"] = [s.to_dict(itemsize) for s in self.strategies]
         if self.runs:
-            data["runs"] = [dict(r) for r in self.runs]
+            data["runs"] = [run.to_dict() for run in self.runs]
+        if self.budgets:
+            data["budgets"] = [check.to_dict() for check in self.budgets]
         return data
 
 
