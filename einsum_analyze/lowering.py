@@ -86,6 +86,9 @@ class Kernel:
         right: Labels of the second input kept in the output.
         out_order: Memory order of the output's labels (size > 1).
         workspace: Elements of each temporary, in allocation order.
+        promote: Inputs whose dense copy replaces them once the step is done, because
+            they are kept for backward: one tensor is kept, not two, and the backward
+            product reads the copy without copying again.
     """
 
     kind: KernelKind
@@ -96,6 +99,7 @@ class Kernel:
     right: tuple[str, ...] = ()
     out_order: tuple[str, ...] = ()
     workspace: tuple[int, ...] = ()
+    promote: tuple[int, ...] = ()
 
 
 def _memory_labels(layout: Layout, sizes: Mapping[str, int]) -> tuple[tuple[str, ...], bool]:
@@ -218,20 +222,25 @@ def lower_contraction(
             workspace=tuple(workspace),
         )
 
-    # Take the batch and contracted orders from the larger input, so that a copy, if
-    # one is needed, is of the smaller one.
+    # Take the batch and contracted orders from one input or the other, whichever
+    # leaves less to copy (the larger input on a tie).
     a_size, b_size = _elements(a_order, sizes), _elements(b_order, sizes)
-    reference = a_order if a_size >= b_size else b_order
-    batch = tuple(c for c in reference if c in big and c in a_labels and c in b_labels)
-    contracted = tuple(c for c in reference if c in contracted_set)
-
-    a_copy: tuple[str, ...] = ()
-    if not (a_dense and _blocks(a_order, batch, contracted, left)):
-        a_copy = batch + left + contracted
+    choices = []
+    for reference in ((a_order, b_order) if a_size >= b_size else (b_order, a_order)):
+        batch = tuple(c for c in reference if c in big and c in a_labels and c in b_labels)
+        contracted = tuple(c for c in reference if c in contracted_set)
+        a_copy: tuple[str, ...] = ()
+        if not (a_dense and _blocks(a_order, batch, contracted, left)):
+            a_copy = batch + left + contracted
+        b_copy: tuple[str, ...] = ()
+        if not (b_dense and _blocks(b_order, batch, contracted, right)):
+            b_copy = batch + contracted + right
+        copied = (a_size if a_copy else 0) + (b_size if b_copy else 0)
+        choices.append((copied, batch, contracted, a_copy, b_copy))
+    _, batch, contracted, a_copy, b_copy = min(choices, key=lambda choice: choice[0])
+    if a_copy:
         workspace.append(_elements(a_copy, sizes))
-    b_copy: tuple[str, ...] = ()
-    if not (b_dense and _blocks(b_order, batch, contracted, right)):
-        b_copy = batch + contracted + right
+    if b_copy:
         workspace.append(_elements(b_copy, sizes))
     return Kernel(
         kind="bmm",
@@ -264,6 +273,8 @@ def lower_events(
     layouts: dict[str, Layout] = {
         f"in{k}": Layout.contiguous(term) for k, term in enumerate(operand_terms)
     }
+    # Intermediates the forward pass frees are not kept for backward.
+    freed_in_forward = {e.tensor for e in events if e.kind == "free" and e.phase == "forward"}
     lowered: list[Event] = []
     for event in events:
         if event.kind == "free":
@@ -279,6 +290,21 @@ def lower_events(
                     for term, name in zip(terms, event.inputs, strict=True)
                 ]
                 kernel = lower_contraction(inputs, out_term, sizes)
+                if event.phase == "forward" and kernel.kind == "bmm":
+                    promote = tuple(
+                        position
+                        for position, (name, prep) in enumerate(
+                            zip(event.inputs, kernel.inputs, strict=True)
+                        )
+                        if prep.copy and name.startswith("x") and name not in freed_in_forward
+                    )
+                    if promote:
+                        kernel = replace(kernel, promote=promote)
+                    for position in promote:
+                        name = event.inputs[position]
+                        layouts[name] = Layout.from_memory_order(
+                            terms[position], kernel.inputs[position].copy
+                        )
                 layouts[event.tensor] = Layout.from_memory_order(out_term, kernel.out_order)
                 lowered.append(replace(event, kernel=kernel, workspace=kernel.workspace))
             case "view":

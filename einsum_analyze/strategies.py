@@ -337,7 +337,12 @@ def _reverse_events(plan: Plan, grad: frozenset[int]) -> _Builder:
             continue
         upstream = f"g{step.output}"
         consumed = False
-        wanted = [pos for pos, i in enumerate(step.inputs) if needs[i]]
+        # Smallest gradient first: its workspace comes and goes before the large one
+        # is allocated.
+        wanted = sorted(
+            (pos for pos, i in enumerate(step.inputs) if needs[i]),
+            key=lambda pos: size_of(step.input_terms[pos], size_dict),
+        )
         for pos in wanted:
             i = step.inputs[pos]
             sources = [upstream] + [

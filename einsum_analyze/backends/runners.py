@@ -39,10 +39,11 @@ def _run_compiled(compiled: CompiledSchedule, context: _Context, track: bool
     with torch.no_grad():
         for op in compiled.forward:
             workspace: list[Any] = []
-            op(live, workspace)
+            kept = op(live, workspace)
             if track:
-                held = _storage_bytes(list(live.values()), inputs)
-                peak = max(peak, held + _storage_bytes(workspace, set()))
+                peak = max(peak, _storage_bytes(list(live.values()) + workspace, inputs))
+            if kept:
+                live.update(kept)
         if track:
             output = live[compiled.output]
             retained = (_storage_bytes(list(live.values()), inputs)
@@ -53,10 +54,11 @@ def _run_compiled(compiled: CompiledSchedule, context: _Context, track: bool
                 peak = max(peak, _storage_bytes(list(live.values()), inputs))
         for op in compiled.backward:
             workspace = []
-            op(live, workspace)
+            kept = op(live, workspace)
             if track:
-                held = _storage_bytes(list(live.values()), inputs)
-                peak = max(peak, held + _storage_bytes(workspace, set()))
+                peak = max(peak, _storage_bytes(list(live.values()) + workspace, inputs))
+            if kept:
+                live.update(kept)
     return live, peak, retained
 
 
@@ -93,7 +95,9 @@ def run_strategy(
         probe: dict[str, Any] = {f"in{k}": t for k, t in enumerate(context.operands)}
         with torch.no_grad():
             for op in compiled.forward:
-                op(probe, [])
+                kept = op(probe, [])
+                if kept:
+                    probe.update(kept)
         context.fence()
         retained = (torch.cuda.memory_allocated(index) - base
                     - _rounded(output_bytes))
@@ -144,7 +148,9 @@ def _time_compiled(compiled: CompiledSchedule, context: _Context, repeats: int, 
         live = dict(base)
         with torch.no_grad():
             for op in compiled.forward:
-                op(live, [])
+                kept = op(live, [])
+                if kept:
+                    live.update(kept)
         return live
 
     def setup() -> dict[str, Any]:

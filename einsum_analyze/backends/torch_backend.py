@@ -32,7 +32,9 @@ __all__ = [
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 Live = dict[str, Any]
-Op = Callable[[Live, list[Any]], None]
+Op = Callable[[Live, list[Any]], dict[str, Any] | None]
+"""One event: reads and updates the live tensors, appends its temporaries to the list,
+and returns the kept copies that replace inputs (applied by the caller), if any."""
 
 
 def torch_available() -> bool:
@@ -232,9 +234,13 @@ def _compile_bmm(
     a_shape = (nb, nl, nk) if a_left_first else (nb, nk, nl)
     b_shape = (nb, nk, nr) if b_contracted_first else (nb, nr, nk)
 
-    def run_bmm(live: Live, workspace: list[Any]) -> None:
-        a = a_prep(live[a_name], workspace).permute(a_prep.memory_perm).view(a_shape)
-        b = b_prep(live[b_name], workspace).permute(b_prep.memory_perm).view(b_shape)
+    promoted = [(position, names[position], preps[position]) for position in kernel.promote]
+
+    def run_bmm(live: Live, workspace: list[Any]) -> dict[str, Any] | None:
+        a_ready = a_prep(live[a_name], workspace)
+        b_ready = b_prep(live[b_name], workspace)
+        a = a_ready.permute(a_prep.memory_perm).view(a_shape)
+        b = b_ready.permute(b_prep.memory_perm).view(b_shape)
         if not a_left_first:
             a = a.transpose(1, 2)
         if not b_contracted_first:
@@ -242,6 +248,13 @@ def _compile_bmm(
         out = torch.empty((nb, nl, nr), dtype=a.dtype, device=a.device)
         torch.bmm(a, b, out=out)
         live[target] = present(out.view([sizes[c] for c in kernel.out_order]))
+        if not promoted:
+            return None
+        ready = (a_ready, b_ready)
+        return {
+            name: _arrange(ready[position], prep.labels, prep.term)
+            for position, name, prep in promoted
+        }
 
     return run_bmm
 
@@ -403,12 +416,15 @@ def run_schedule(
     with torch.no_grad():
         for op in compiled.forward + compiled.backward:
             workspace: list[Any] = []
-            op(live, workspace)
+            kept = op(live, workspace)
             if track_memory:
                 held = [t for name, t in live.items() if name != "upstream"]
-                high.append(_held_bytes(held) + sum(_held_bytes([w]) for w in workspace))
-                del workspace
-                after.append(_held_bytes(held))
+                high.append(_held_bytes(held + workspace))
+            if kept:
+                live.update(kept)
+            del workspace
+            if track_memory:
+                after.append(_held_bytes([t for n, t in live.items() if n != "upstream"]))
     gradients = {int(name[1:]): t for name, t in live.items() if name.startswith("d")}
     return ExecutionResult(output=live[compiled.output], gradients=gradients,
                            live_bytes=tuple(after), high_bytes=tuple(high))
