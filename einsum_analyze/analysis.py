@@ -11,7 +11,7 @@ from ._types import DTYPE_ITEMSIZE, Strategy
 from .equation import parse_equation, shapes_from_sizes
 from .errors import BackendUnavailableError, PlanningError, ShapeError
 from .lowering import lower_events
-from .memory import forward_schedule, input_elements, simulate_memory
+from .memory import MemoryProfile, forward_schedule, input_elements, simulate_memory
 from .parsing import parse_bytes, parse_operand_list
 from .planning import parse_memory_limit, plan_contraction
 from .report import Report, environment
@@ -64,6 +64,8 @@ def analyze(
         >>> analyze("ab,bc->ac", [(2, 3), (3, 4)]).plan.flops
         48
     """
+    import opt_einsum.paths  # noqa: F401  (imported before the clock starts)
+
     start = time.perf_counter()
     if (shapes is None) == (sizes is None):
         raise ShapeError("give exactly one of shapes and sizes")
@@ -77,12 +79,13 @@ def analyze(
     limit = parse_memory_limit(memory_limit, eq, itemsize)
     plan = plan_contraction(eq, optimize, limit)
     forward = simulate_memory(
-        lower_events(forward_schedule(plan), eq.terms, eq.size_dict),
+        forward_schedule(plan),
         input_elements=input_elements(plan),
         output_elements=plan.steps[-1].output_elements,
         itemsize=itemsize,
     )
     strategy_results: list[StrategyResult] = []
+    inference: MemoryProfile | None = None
     gradients: GradientPlan | None = None
     warnings: list[str] = []
     chosen = _check_strategies(strategies or ())
@@ -103,12 +106,13 @@ def analyze(
             strategy_results.append(build_strategy(name, plan, operands, itemsize=itemsize))
         if "independent" in chosen:
             name_ = optimize if isinstance(optimize, str) else "auto"
-            gradients = plan_gradients(eq, operands, name_)
+            gradients = plan_gradients(eq, operands, name_, forward=plan)
             if gradients.optimizer != name_:
                 warnings.append(
-                    f"the independent strategy planned its {len(operands)} gradient "
-                    f"contractions with {gradients.optimizer!r} instead of {name_!r}: "
-                    f"the network has over {LARGE_NETWORK} operands"
+                    f"the independent strategy follows the forward tree re-rooted at each "
+                    f"operand for its {len(operands)} gradient contractions instead of "
+                    f"planning each with {name_!r}: the network has over {LARGE_NETWORK} "
+                    "operands"
                 )
             strategy_results.append(
                 build_strategy("independent", plan, operands, itemsize=itemsize,
@@ -121,6 +125,12 @@ def analyze(
             )
         order = {name: number for number, name in enumerate(chosen)}
         strategy_results.sort(key=lambda result: order[result.name])
+        inference = simulate_memory(
+            lower_events(forward_schedule(plan), eq.terms, eq.size_dict),
+            input_elements=input_elements(plan),
+            output_elements=plan.steps[-1].output_elements,
+            itemsize=itemsize,
+        )
     return Report(
         equation=eq,
         dtype=dtype,
@@ -131,6 +141,7 @@ def analyze(
         analysis_s=time.perf_counter() - start,
         gradients=gradients,
         strategies=tuple(strategy_results),
+        inference_memory=inference,
         warnings=tuple(warnings),
         environment=environment(),
     )

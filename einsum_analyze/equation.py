@@ -84,10 +84,10 @@ def split_equation(text: str) -> tuple[list[str], str | None]:
     """
     compact = "".join(text.split())
     for position, char in enumerate(compact):
-        if not (char.isascii() and char.isalpha()) and char not in ",.->":
+        if char not in ",.->" and not _is_label(char):
             raise EquationError(
                 f"unknown character {char!r} at position {position} of the equation; "
-                "labels must be ASCII letters"
+                "labels must be letters"
             )
     if compact.count("->") > 1:
         raise EquationError("the equation has more than one '->'")
@@ -109,6 +109,12 @@ def split_equation(text: str) -> tuple[list[str], str | None]:
                 f"{where} {term!r} has a '.' that is not part of a single '...'"
             )
     return terms, output
+
+
+def _is_label(char: str) -> bool:
+    """ASCII letters, and any non-ASCII character (opt_einsum's generated symbols run
+    through unassigned code points); ASCII digits and punctuation are refused as typos."""
+    return char.isalpha() or not char.isascii()
 
 
 def _fresh_labels(used: set[str]) -> Iterator[str]:
@@ -154,7 +160,10 @@ def parse_equation(text: str, shapes: Sequence[Sequence[int]]) -> Equation:
 
     Accepts what numpy.einsum and torch.einsum accept: explicit and implicit output,
     spaces, upper- and lower-case labels, ``...`` with broadcasting, repeated labels in
-    one operand, labels private to one operand, scalar operands and outputs.
+    one operand, labels private to one operand, scalar operands and outputs. Like
+    opt_einsum, it also accepts non-ASCII characters as labels (opt_einsum's symbols
+    beyond the 52 letters), so that large networks can be analysed; torch runs them step
+    by step.
 
     Args:
         text: The equation, e.g. ``"ab,bc->ac"`` or ``"...ij,...jk"``.

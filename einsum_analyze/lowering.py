@@ -28,30 +28,28 @@ KernelKind = Literal["bmm", "mul", "reduce", "copy", "einsum"]
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """How a dense tensor sits in memory.
+    """How a tensor sits in memory, as far as the kernels care.
 
     Attributes:
         dims: The label of each dimension (an operand may repeat one: ``"ijj"``).
-        order: Dimension positions from outermost to innermost in memory.
+        memory: Its distinct labels of size above 1, outermost first in memory.
+        dense: Whether those labels cover the storage without gaps (not a diagonal).
     """
 
     dims: str
-    order: tuple[int, ...]
+    memory: tuple[str, ...]
+    dense: bool
 
     @classmethod
-    def contiguous(cls, dims: str) -> Layout:
-        """A tensor stored in the order of its dimensions."""
-        return cls(dims, tuple(range(len(dims))))
+    def contiguous(cls, dims: str, sizes: Mapping[str, int]) -> Layout:
+        """A tensor stored in the order of its dimensions (an operand, a new gradient)."""
+        memory, dense = _memory_labels(dims, sizes)
+        return cls(dims, memory, dense)
 
     @classmethod
-    def from_memory_order(cls, dims: str, labels: Sequence[str]) -> Layout:
-        """A tensor with distinct ``dims`` stored in the memory order ``labels``.
-
-        Labels of ``dims`` missing from ``labels`` (size 1) go innermost.
-        """
-        first = [dims.index(char) for char in labels]
-        rest = [p for p in range(len(dims)) if p not in first]
-        return cls(dims, tuple(first + rest))
+    def packed(cls, dims: str, memory: Sequence[str]) -> Layout:
+        """A dense tensor written by a kernel in the memory order ``memory``."""
+        return cls(dims, tuple(memory), True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,24 +100,22 @@ class Kernel:
     promote: tuple[int, ...] = ()
 
 
-def _memory_labels(layout: Layout, sizes: Mapping[str, int]) -> tuple[tuple[str, ...], bool]:
-    """Distinct labels (size > 1) by decreasing stride, and whether the view is dense.
+def _memory_labels(dims: str, sizes: Mapping[str, int]) -> tuple[tuple[str, ...], bool]:
+    """For a contiguous tensor: distinct labels (size > 1) by decreasing stride, and
+    whether its view with one axis per label is dense.
 
     A repeated label (a diagonal) has the sum of its positions' strides; such a view is
     not dense.
     """
     stride = 1
-    strides = [0] * len(layout.dims)
-    for position in reversed(layout.order):
-        strides[position] = stride
-        stride *= sizes[layout.dims[position]]
     label_stride: dict[str, int] = {}
     count: dict[str, int] = {}
-    for position, char in enumerate(layout.dims):
-        if sizes[char] == 1:
-            continue
-        label_stride[char] = label_stride.get(char, 0) + strides[position]
-        count[char] = count.get(char, 0) + 1
+    for char in reversed(dims):
+        size = sizes[char]
+        if size > 1:
+            label_stride[char] = label_stride.get(char, 0) + stride
+            count[char] = count.get(char, 0) + 1
+        stride *= size
     ordered = tuple(sorted(label_stride, key=lambda c: -label_stride[c]))
     return ordered, all(n == 1 for n in count.values())
 
@@ -150,7 +146,7 @@ def _prepare(
     layout: Layout, private: Sequence[str], sizes: Mapping[str, int]
 ) -> tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...], int]:
     """Sum away ``private`` labels; returns (order, dense, reduce, keep, workspace)."""
-    order, dense = _memory_labels(layout, sizes)
+    order, dense = layout.memory, layout.dense
     reduce = tuple(char for char in order if char in private)
     if not reduce:
         return order, dense, (), (), 0
@@ -172,8 +168,9 @@ def lower_contraction(
         The :class:`Kernel`.
 
     Example:
-        >>> k = lower_contraction([Layout.contiguous("ab"), Layout.contiguous("bc")], "ac",
-        ...                       {"a": 2, "b": 3, "c": 4})
+        >>> sizes = {"a": 2, "b": 3, "c": 4}
+        >>> ab, bc = Layout.contiguous("ab", sizes), Layout.contiguous("bc", sizes)
+        >>> k = lower_contraction([ab, bc], "ac", sizes)
         >>> k.kind, k.workspace
         ('bmm', ())
     """
@@ -271,7 +268,7 @@ def lower_events(
         The same events, contractions carrying ``kernel`` and ``workspace``.
     """
     layouts: dict[str, Layout] = {
-        f"in{k}": Layout.contiguous(term) for k, term in enumerate(operand_terms)
+        f"in{k}": Layout.contiguous(term, sizes) for k, term in enumerate(operand_terms)
     }
     # Intermediates the forward pass frees are not kept for backward.
     freed_in_forward = {e.tensor for e in events if e.kind == "free" and e.phase == "forward"}
@@ -285,11 +282,8 @@ def lower_events(
         match event.op:
             case "contract":
                 terms = lhs.split(",") if event.inputs else []
-                inputs = [
-                    Layout(term, layouts[name].order)
-                    for term, name in zip(terms, event.inputs, strict=True)
-                ]
-                kernel = lower_contraction(inputs, out_term, sizes)
+                kernel = lower_contraction([layouts[name] for name in event.inputs], out_term,
+                                           sizes)
                 if event.phase == "forward" and kernel.kind == "bmm":
                     promote = tuple(
                         position
@@ -302,16 +296,15 @@ def lower_events(
                         kernel = replace(kernel, promote=promote)
                     for position in promote:
                         name = event.inputs[position]
-                        layouts[name] = Layout.from_memory_order(
-                            terms[position], kernel.inputs[position].copy
-                        )
-                layouts[event.tensor] = Layout.from_memory_order(out_term, kernel.out_order)
+                        layouts[name] = Layout.packed(terms[position],
+                                                      kernel.inputs[position].copy)
+                layouts[event.tensor] = Layout.packed(out_term, kernel.out_order)
                 lowered.append(replace(event, kernel=kernel, workspace=kernel.workspace))
             case "view":
                 source = layouts.pop(event.inputs[0])
                 layouts[event.tensor] = source
                 lowered.append(event)
             case _:
-                layouts[event.tensor] = Layout.contiguous(out_term)
+                layouts[event.tensor] = Layout.contiguous(out_term, sizes)
                 lowered.append(event)
     return tuple(lowered)

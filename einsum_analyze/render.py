@@ -160,7 +160,7 @@ def _strategies_table(report: Report) -> Table | None:
     for header in ("strategy", "bwd FLOPs", "bwd/fwd", "retained", "train peak", "vs inference"):
         table.add_column(header, justify="left" if header == "strategy" else "right",
                          no_wrap=True)
-    inference = report.forward_memory.peak_bytes
+    inference = _inference_peak(report)
     for r in results:
         total = r.forward_flops + r.backward_flops
         table.add_row(
@@ -235,9 +235,14 @@ def _spread(measurement: Measurement) -> str:
             f"±{measurement.relative_spread * 50:.0f}%")
 
 
+def _inference_peak(report: Report) -> int:
+    memory = report.inference_memory or report.forward_memory
+    return memory.peak_bytes
+
+
 def answer_line(report: Report) -> str:
     """One sentence answering: what does backward cost next to forward?"""
-    inference = report.forward_memory.peak_bytes
+    inference = _inference_peak(report)
     parts = [
         f"{r.name} backward = {r.backward_flops / max(r.forward_flops, 1):.2f}x forward FLOPs, "
         f"training peak {r.memory.peak_bytes / max(inference, 1):.2f}x the inference peak"
@@ -283,7 +288,8 @@ def _exact_figure(value: float | None, unit: str) -> str:
         case "flops":
             return f"{int(value):,} FLOPs"
         case "bytes":
-            return f"{int(value):,} B ({format_bytes(value)})"
+            exact = f"{int(value):,} B"
+            return exact if value < 1024 else f"{exact} ({format_bytes(value)})"
         case "s":
             return f"{float(value):.6g} s"
     return str(value)
@@ -318,16 +324,19 @@ def budget_failure_lines(checks: Sequence[BudgetCheck], case: str | None = None)
 
 
 def render_batch(batch: BatchReport, console: Console) -> None:
-    """Print one row per case of a batch: status, headline figures and budgets."""
-    table = Table(title=f"Cases: {len(batch.cases)}")
+    """Print one row per case of a batch: status, headline figures and budgets.
+
+    Why a case failed is not repeated here: the CLI prints it on stderr.
+    """
+    table = Table(title=f"Cases: {len(batch.cases)}",
+                  caption="bwd FLOPs and train peak: the first modelled strategy")
     for header in ("case", "status", "FLOPs", "bwd FLOPs", "train peak", "budgets"):
-        table.add_column(header, justify="left" if header in ("case", "status") else "right")
+        table.add_column(header, justify="left" if header in ("case", "status") else "right",
+                         no_wrap=header != "case", overflow="fold")
     for outcome in batch.cases:
         report = outcome.report
         if report is None:
-            error = outcome.error or ""
-            table.add_row(outcome.name, "[red]error[/red]",
-                          error if len(error) <= 60 else error[:57] + "...", "", "", "")
+            table.add_row(outcome.name, "[red]error[/red]", "-", "-", "-", "-")
             continue
         first = report.strategies[0] if report.strategies else None
         passed = sum(check.passed for check in report.budgets)
@@ -363,8 +372,9 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
         if comparison.kind == "report":
             headers = headers[1:]
         for header in headers:
-            table.add_column(header, justify="right" if header in ("before", "after", "change")
-                             else "left")
+            numeric = header in ("before", "after", "change")
+            table.add_column(header, justify="right" if numeric else "left",
+                             no_wrap=numeric or header == "verdict", overflow="fold")
         for change in changed:
             verdict = {
                 "regressed": "[red]regressed[/red]",

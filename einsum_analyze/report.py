@@ -37,6 +37,9 @@ class Report:
         analysis_s: Wall seconds the analysis took.
         gradients: Derived gradient contractions, if backward was analysed.
         strategies: Backward strategies, if analysed.
+        inference_memory: Replay of the inference forward pass as the executor runs it
+            (layout copies included), when strategies were analysed: the basis that
+            their training peaks compare with.
         runs: Measured runs of strategies and baselines, if executed.
         warnings: Things the user should know (approximations, fallbacks).
         environment: Versions and platform.
@@ -52,6 +55,7 @@ class Report:
     analysis_s: float
     gradients: GradientPlan | None = None
     strategies: tuple[StrategyResult, ...] = ()
+    inference_memory: MemoryProfile | None = None
     runs: tuple[Run, ...] = ()
     warnings: tuple[str, ...] = ()
     environment: Mapping[str, Any] = field(default_factory=dict)
@@ -93,6 +97,11 @@ class Report:
                 "output_bytes": out_elements * itemsize,
                 "peak_bytes": mem.peak_bytes,
                 "peak_bytes_without_inputs": mem.peak_bytes_without_inputs,
+                **(
+                    {"executor_peak_bytes": self.inference_memory.peak_bytes}
+                    if self.inference_memory is not None
+                    else {}
+                ),
                 "steps": [
                     {
                         "index": step.index,

@@ -144,19 +144,29 @@ class StrategyResult:
 
 
 def plan_gradients(
-    equation: Equation, operands: Sequence[int], optimize: str = "auto"
+    equation: Equation,
+    operands: Sequence[int],
+    optimize: str = "auto",
+    forward: Plan | None = None,
 ) -> GradientPlan:
     """Derive and plan the core contraction of every operand in ``operands``.
 
-    Large networks (over 64 operands) use ``greedy`` for the cores whatever ``optimize``
-    says, since one core is planned per operand.
+    Each core is planned with ``optimize``. Above :data:`LARGE_NETWORK` operands, when
+    the forward plan is given, each core instead follows the forward tree re-rooted at
+    its operand (``"forward-tree"``): no search, one pass per operand.
     """
     start = time.perf_counter()
-    optimizer = optimize
-    if equation.num_operands > LARGE_NETWORK and optimize not in ("greedy", "eager"):
-        optimizer = "greedy"
     specs = derive_gradients(equation, operands)
-    plans = tuple(plan_contraction(spec.core(equation), optimizer) for spec in specs)
+    if forward is not None and equation.num_operands > LARGE_NETWORK:
+        optimizer = "forward-tree"
+        plans = tuple(
+            Plan.from_path(spec.core(equation), _rerooted_path(forward, spec.operand),
+                           optimizer=optimizer)
+            for spec in specs
+        )
+    else:
+        optimizer = optimize
+        plans = tuple(plan_contraction(spec.core(equation), optimizer) for spec in specs)
     return GradientPlan(
         operands=tuple(operands),
         specs=specs,
@@ -164,6 +174,38 @@ def plan_gradients(
         optimizer=optimizer,
         planning_s=time.perf_counter() - start,
     )
+
+
+def _rerooted_path(forward: Plan, operand: int) -> list[tuple[int, ...]]:
+    """A linear path for operand ``operand``'s core, from the forward tree re-rooted.
+
+    The core's inputs are the upstream gradient (position 0) and the other operands in
+    order. Every forward step away from the operand is replayed as it was; then the
+    upstream gradient meets, from the root down, the sibling results along the
+    operand's path to the root. That is reverse mode for one operand alone.
+    """
+    from opt_einsum.paths import ssa_to_linear
+
+    num_ops = forward.equation.num_operands
+    holds = {k: k == operand for k in range(num_ops)}
+    for step in forward.steps:
+        holds[step.output] = any(holds[i] for i in step.inputs)
+    ids = {j: (j + 1 if j < operand else j) for j in range(num_ops) if j != operand}
+    next_id = num_ops
+    ssa: list[tuple[int, ...]] = []
+    for step in forward.steps:
+        if not holds[step.output]:
+            ssa.append(tuple(ids[i] for i in step.inputs))
+            ids[step.output] = next_id
+            next_id += 1
+    accumulated = 0
+    for step in reversed(forward.steps):
+        if holds[step.output]:
+            siblings = tuple(ids[i] for i in step.inputs if not holds[i])
+            ssa.append((accumulated, *siblings))
+            accumulated = next_id
+            next_id += 1
+    return [tuple(int(p) for p in contraction) for contraction in ssa_to_linear(ssa)]
 
 
 class _Builder:
@@ -190,7 +232,8 @@ class _Builder:
     def gradient(
         self,
         *,
-        core: Plan,
+        steps: Sequence[Step],
+        num_sources: int,
         sources: Sequence[str],
         target: str,
         target_term: Term,
@@ -198,10 +241,11 @@ class _Builder:
         prefix: str,
         can_consume: bool,
     ) -> bool:
-        """Emit the events that compute one gradient from its planned core.
+        """Emit the events that compute one gradient from its core contraction.
 
         Args:
-            core: The core contraction's plan (its inputs are ``sources``).
+            steps: The core's steps (single-use ids: ``0..num_sources-1`` are sources).
+            num_sources: How many tensors the core consumes.
             sources: Names of the core's input tensors.
             target: Name of the gradient tensor to produce.
             target_term: The differentiated tensor's term (may repeat labels).
@@ -212,15 +256,12 @@ class _Builder:
         Returns:
             Whether the first source was consumed (taken over by a view).
         """
-        eq = core.equation
-        num_sources = eq.num_operands
-        core_output = eq.output
+        core_output = steps[-1].output_term
         kind = unreduce_kind(core_output, target_term)
-        flops = 0
-        first = core.steps[0]
+        first = steps[0]
         if (
             num_sources == 1
-            and len(core.steps) == 1
+            and len(steps) == 1
             and set(first.input_terms[0]) == set(core_output)
             and len(set(first.input_terms[0])) == len(first.input_terms[0])
         ):
@@ -239,8 +280,11 @@ class _Builder:
                        equation=equation)
             return False
         names: dict[int, str] = {i: sources[i] for i in range(num_sources)}
-        for step in core.steps:
-            is_last = step is core.steps[-1]
+        terms: dict[int, Term] = {}
+        flops = 0
+        last = steps[-1]
+        for step in steps:
+            is_last = step is last
             if is_last and kind == "embed":
                 out_name = f"{prefix}c"
             elif is_last:
@@ -248,6 +292,7 @@ class _Builder:
             else:
                 out_name = f"{prefix}{step.output}"
             names[step.output] = out_name
+            terms[step.output] = step.output_term
             view = target_term if is_last and kind == "view" else ""
             self.alloc(out_name, step.output_term, op="contract",
                        inputs=tuple(names[i] for i in step.inputs), equation=step.equation,
@@ -255,7 +300,7 @@ class _Builder:
             flops += step.flops
             for i in step.inputs:
                 if i >= num_sources:
-                    self.free(names[i], _term_of(core, i))
+                    self.free(names[i], terms[i])
         if kind == "embed":
             self.alloc(target, target_term, op="unreduce", inputs=(f"{prefix}c",),
                        equation=f"{core_output}->{target_term}")
@@ -267,13 +312,6 @@ class _Builder:
         return False
 
 
-def _term_of(plan: Plan, ssa_id: int) -> Term:
-    for step in plan.steps:
-        if step.output == ssa_id:
-            return step.output_term
-    raise AssertionError(f"no step produces tensor {ssa_id}")
-
-
 def _needs_grad(plan: Plan, grad: frozenset[int]) -> dict[int, bool]:
     needs = {k: k in grad for k in range(plan.equation.num_operands)}
     for step in plan.steps:
@@ -281,19 +319,15 @@ def _needs_grad(plan: Plan, grad: frozenset[int]) -> dict[int, bool]:
     return needs
 
 
-def _single_step_core(
-    step: Step, position: int, size_dict: Mapping[str, int]
-) -> Plan:
-    """The gradient of one step input as a one-step plan of its own."""
+def _single_step_core(step: Step, position: int, size_dict: Mapping[str, int]) -> Step:
+    """The gradient of one step input as one contraction: ``out, others -> input``."""
     others = [q for q in range(len(step.inputs)) if q != position]
     core_terms = (step.output_term, *(step.input_terms[q] for q in others))
-    elsewhere = set("".join(core_terms))
-    target = step.input_terms[position]
-    core_output = "".join(char for char in dict.fromkeys(target) if char in elsewhere)
-    core = Equation.from_terms(core_terms, core_output, size_dict)
     joint = "".join(dict.fromkeys("".join(core_terms)))
+    target = step.input_terms[position]
+    core_output = "".join(char for char in dict.fromkeys(target) if char in joint)
     removed = "".join(char for char in joint if char not in core_output)
-    only = Step(
+    return Step(
         index=0,
         operands=tuple(range(len(core_terms))),
         inputs=tuple(range(len(core_terms))),
@@ -303,15 +337,6 @@ def _single_step_core(
         removed=removed,
         flops=count_flops(joint, bool(removed), len(core_terms), size_dict),
         output_elements=size_of(core_output, size_dict),
-    )
-    return Plan(
-        equation=core,
-        optimizer="step",
-        path=(tuple(range(len(core_terms))),),
-        steps=(only,),
-        flops=only.flops,
-        naive_flops=only.flops,
-        largest_intermediate_elements=only.output_elements,
     )
 
 
@@ -331,7 +356,8 @@ def _reverse_events(plan: Plan, grad: frozenset[int]) -> _Builder:
     if not grad:
         return builder
     final = plan.steps[-1]
-    builder.alloc(f"g{final.output}", final.output_term, op="seed")
+    builder.alloc(f"g{final.output}", final.output_term, op="seed",
+                  equation=f"->{final.output_term}")
     for step in reversed(plan.steps):
         if not needs[step.output]:
             continue
@@ -349,7 +375,8 @@ def _reverse_events(plan: Plan, grad: frozenset[int]) -> _Builder:
                 tensor_name(step.inputs[q], num_ops) for q in range(len(step.inputs)) if q != pos
             ]
             consumed = builder.gradient(
-                core=_single_step_core(step, pos, size_dict),
+                steps=(_single_step_core(step, pos, size_dict),),
+                num_sources=len(step.inputs),
                 sources=sources,
                 target=f"d{i}" if i < num_ops else f"g{i}",
                 target_term=step.input_terms[pos],
@@ -374,13 +401,14 @@ def _independent_events(plan: Plan, gradients: GradientPlan) -> _Builder:
     if not gradients.specs:
         return builder
     output = plan.equation.output
-    builder.alloc("G", output, op="seed")
+    builder.alloc("G", output, op="seed", equation=f"->{output}")
     last = len(gradients.specs) - 1
     consumed = False
     for number, (spec, core) in enumerate(zip(gradients.specs, gradients.plans, strict=True)):
         sources = ["G" if src < 0 else tensor_name(src, num_ops) for src in spec.core_sources]
         consumed = builder.gradient(
-            core=core,
+            steps=core.steps,
+            num_sources=core.equation.num_operands,
             sources=sources,
             target=f"d{spec.operand}",
             target_term=spec.term,
