@@ -66,6 +66,12 @@ def _step(event: Event, live: dict[str, Any], upstream: Any, sizes: Mapping[str,
             result = upstream.copy()
         case "contract":
             arrays = [live[name] for name in event.inputs]
+            if event.phase == "backward":
+                # Complex gradients follow torch's convention: conj of forward tensors.
+                arrays = [
+                    np.conj(a) if name.startswith(("in", "x")) and np.iscomplexobj(a) else a
+                    for name, a in zip(event.inputs, arrays, strict=True)
+                ]
             result = np.asarray(
                 np.einsum(ascii_equation(event.equation), *arrays, optimize=len(arrays) > 1)
             )

@@ -99,9 +99,12 @@ def _arrange(source: Any, labels: str, target: str) -> Any:
 class _Input:
     """Compiled preparation of one contraction input."""
 
-    def __init__(self, term: str, prep: InputPrep, sizes: Mapping[str, int]) -> None:
+    def __init__(
+        self, term: str, prep: InputPrep, sizes: Mapping[str, int], conjugate: bool = False
+    ) -> None:
         distinct = "".join(dict.fromkeys(term))
         self.term = term
+        self.conjugate = conjugate
         self.drop = tuple(p for p, c in enumerate(distinct) if sizes[c] == 1)
         labels = "".join(c for c in distinct if sizes[c] > 1)
         self.reduce_perm: tuple[int, ...] = ()
@@ -124,6 +127,8 @@ class _Input:
     def __call__(self, tensor: Any, workspace: list[Any]) -> Any:
         import torch
 
+        if self.conjugate and tensor.is_complex():
+            tensor = tensor.conj()
         view = _diagonal_view(tensor, self.term)
         for position in reversed(self.drop):
             view = view.squeeze(position)
@@ -149,18 +154,29 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
     names = event.inputs
     target = event.tensor
     view_term = event.view
+    # Complex gradients follow torch's convention: the forward tensors a backward
+    # contraction reads enter conjugated (grad_a = grad_y * conj(b)).
+    conjugated = tuple(
+        event.phase == "backward" and name.startswith(("in", "x")) for name in names
+    )
 
     if kernel is None or kernel.kind == "einsum":
         equation = ascii_equation(event.equation)
 
         def run_einsum(live: Live, workspace: list[Any]) -> None:
-            inputs = [live[name] for name in names]
+            inputs = [
+                live[name].conj() if flag and live[name].is_complex() else live[name]
+                for name, flag in zip(names, conjugated, strict=True)
+            ]
             result = torch.einsum(equation, *inputs).clone(memory_format=torch.contiguous_format)
             live[target] = _finish(result, out_term, view_term, sizes)
 
         return run_einsum
 
-    preps = [_Input(term, prep, sizes) for term, prep in zip(terms, kernel.inputs, strict=True)]
+    preps = [
+        _Input(term, prep, sizes, flag)
+        for term, prep, flag in zip(terms, kernel.inputs, conjugated, strict=True)
+    ]
     out_labels = "".join(kernel.out_order)
     out_shape = tuple(sizes[c] for c in kernel.out_order)
 
@@ -174,7 +190,10 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
             (name,) = names
 
             def run_reduce(live: Live, workspace: list[Any]) -> None:
-                view = _diagonal_view(live[name], prep.term)
+                source = live[name]
+                if prep.conjugate and source.is_complex():
+                    source = source.conj()
+                view = _diagonal_view(source, prep.term)
                 for position in reversed(prep.drop):
                     view = view.squeeze(position)
                 out = torch.empty(out_shape, dtype=view.dtype, device=view.device)
