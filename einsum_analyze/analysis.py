@@ -17,6 +17,7 @@ from .planning import parse_memory_limit, plan_contraction
 from .report import Report, environment
 from .strategies import (
     LARGE_NETWORK,
+    SEARCH_LIMIT,
     STRATEGIES,
     GradientPlan,
     StrategyResult,
@@ -108,11 +109,16 @@ def analyze(
             name_ = optimize if isinstance(optimize, str) else "auto"
             gradients = plan_gradients(eq, operands, name_, forward=plan)
             if gradients.optimizer != name_:
+                reason = (
+                    f"the network has over {LARGE_NETWORK} operands"
+                    if eq.num_operands > LARGE_NETWORK
+                    else f"{name_!r} searches too long to run once per operand above "
+                    f"{SEARCH_LIMIT} operands"
+                )
                 warnings.append(
                     f"the independent strategy follows the forward tree re-rooted at each "
                     f"operand for its {len(operands)} gradient contractions instead of "
-                    f"planning each with {name_!r}: the network has over {LARGE_NETWORK} "
-                    "operands"
+                    f"planning each with {name_!r}: {reason}"
                 )
             strategy_results.append(
                 build_strategy("independent", plan, operands, itemsize=itemsize,

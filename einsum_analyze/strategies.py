@@ -43,7 +43,16 @@ __all__ = [
 STRATEGIES: tuple[Strategy, ...] = ("reverse", "independent", "torch-autograd")
 
 LARGE_NETWORK = 64
-"""Above this many operands the independent strategy plans its cores with ``greedy``."""
+"""Above this many operands the independent strategy follows the re-rooted forward tree."""
+
+SEARCHING_OPTIMIZERS = frozenset({"optimal", "dp", "dynamic-programming", "branch-all",
+                                  "auto-hq"})
+"""Optimizers whose search time grows steeply: planning one core per operand with them
+can take minutes (``dp`` on each of the 18 cores of ``tn18-b512``: about 4 s each)."""
+
+SEARCH_LIMIT = 8
+"""Above this many operands, the independent strategy does not search once per operand
+with one of :data:`SEARCHING_OPTIMIZERS`: its cores follow the re-rooted forward tree."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,13 +160,17 @@ def plan_gradients(
 ) -> GradientPlan:
     """Derive and plan the core contraction of every operand in ``operands``.
 
-    Each core is planned with ``optimize``. Above :data:`LARGE_NETWORK` operands, when
-    the forward plan is given, each core instead follows the forward tree re-rooted at
-    its operand (``"forward-tree"``): no search, one pass per operand.
+    Each core is planned with ``optimize``, except where that would search too long:
+    above :data:`LARGE_NETWORK` operands, or above :data:`SEARCH_LIMIT` operands with a
+    searching optimizer (:data:`SEARCHING_OPTIMIZERS`), each core follows the forward
+    tree re-rooted at its operand (``"forward-tree"``: no search, one pass per operand;
+    ``greedy`` when no forward plan is given).
     """
     start = time.perf_counter()
     specs = derive_gradients(equation, operands)
-    if forward is not None and equation.num_operands > LARGE_NETWORK:
+    n = equation.num_operands
+    searching = n > SEARCH_LIMIT and optimize in SEARCHING_OPTIMIZERS
+    if forward is not None and (n > LARGE_NETWORK or searching):
         optimizer = "forward-tree"
         plans = tuple(
             Plan.from_path(spec.core(equation), _rerooted_path(forward, spec.operand),
@@ -165,7 +178,7 @@ def plan_gradients(
             for spec in specs
         )
     else:
-        optimizer = optimize
+        optimizer = "greedy" if searching else optimize
         plans = tuple(plan_contraction(spec.core(equation), optimizer) for spec in specs)
     return GradientPlan(
         operands=tuple(operands),
