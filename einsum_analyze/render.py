@@ -368,9 +368,9 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
         console.print(f"No figure changed ({len(comparison.changes)} compared).")
     else:
         table = Table(title=f"Changed figures ({len(changed)} of {len(comparison.changes)})")
-        headers = ("case", "subject", "figure", "before", "after", "change", "verdict")
-        if comparison.kind == "report":
-            headers = headers[1:]
+        headers: tuple[str, ...] = ("subject", "figure", "before", "after", "change", "verdict")
+        if comparison.kind == "batch":
+            headers = ("case", *headers)
         for header in headers:
             numeric = header in ("before", "after", "change")
             table.add_column(header, justify="right" if numeric else "left",

@@ -1,0 +1,416 @@
+"""Batch mode: many cases read from one JSON or TOML file, analysed into one document.
+
+A cases file (docs/ci.md) holds an optional ``defaults`` table and a list ``cases``
+(TOML ``[[cases]]``; in JSON a bare list is accepted too); other top-level keys are
+notes and are ignored. Each case has a ``name``, an
+``equation``, ``shapes`` or ``sizes``, and optionally ``dtype``, ``optimize``,
+``memory_limit``, ``grad``, ``strategy`` and ``budgets``; ``kind`` and ``description``
+are free text. Values come from the case, else the file's ``defaults``, else the
+command line.
+
+A case that cannot be read or analysed becomes an error entry and the others still run:
+problems of the file itself (unparsable, no list of cases) raise :class:`InputFileError`.
+This module catches :class:`EinsumAnalyzeError` per case, and only that, because
+recording it in the document is the feature; bugs still propagate.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from ._types import Shape
+from .budgets import Budgets, apply_budgets
+from .errors import EinsumAnalyzeError, InputFileError, ShapeError
+from .parsing import parse_shapes, parse_sizes
+from .report import SCHEMA_VERSION, Report
+from .strategies import STRATEGIES
+
+__all__ = [
+    "BatchReport",
+    "Case",
+    "CaseDefaults",
+    "CaseEntry",
+    "CaseOutcome",
+    "CasesFormat",
+    "analyze_case",
+    "cases_format",
+    "parse_cases",
+    "run_cases",
+]
+
+CasesFormat = Literal["json", "toml"]
+CaseStatus = Literal["ok", "budget-exceeded", "error"]
+
+_OPTION_KEYS = ("dtype", "optimize", "memory_limit", "grad", "strategy", "budgets")
+_CASE_KEYS = frozenset(
+    ("name", "equation", "shapes", "sizes", "kind", "description", *_OPTION_KEYS)
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaseDefaults:
+    """Options every case starts from (the command line's values).
+
+    Attributes:
+        dtype: Element type of byte figures.
+        optimize: opt_einsum optimizer name.
+        memory_limit: The planner's limit (elements, ``"max_input"`` or bytes text).
+        grad: Operands that need a gradient (``"all"``, ``"0,3"``, or positions).
+        strategies: Backward strategies to model.
+        budgets: Budgets every case is checked against; a case's own override them.
+    """
+
+    dtype: str = "float32"
+    optimize: str = "auto"
+    memory_limit: int | str | None = None
+    grad: str | tuple[int, ...] = "all"
+    strategies: tuple[str, ...] = STRATEGIES
+    budgets: Budgets = field(default_factory=Budgets)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Case:
+    """One equation to analyse, with its options resolved.
+
+    Attributes:
+        name: Unique within the file; batch comparison matches cases by it.
+        equation: The einsum.
+        shapes: Operand shapes, or None when ``sizes`` is given.
+        sizes: Index sizes, or None when ``shapes`` is given.
+        options: Everything else, defaults applied.
+    """
+
+    name: str
+    equation: str
+    shapes: tuple[Shape, ...] | None
+    sizes: Mapping[str, int] | None
+    options: CaseDefaults
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaseEntry:
+    """One entry of a cases file: a case ready to run, or why it cannot run."""
+
+    name: str
+    case: Case | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaseOutcome:
+    """What one case produced: a report (its budgets checked) or an error message."""
+
+    name: str
+    report: Report | None = None
+    error: str | None = None
+
+    @property
+    def status(self) -> CaseStatus:
+        """``"error"``, ``"budget-exceeded"`` or ``"ok"``."""
+        if self.report is None:
+            return "error"
+        if any(not check.passed for check in self.report.budgets):
+            return "budget-exceeded"
+        return "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        """One entry of the batch document's ``cases`` list."""
+        data: dict[str, Any] = {"name": self.name, "status": self.status}
+        if self.report is not None:
+            data["report"] = self.report.to_dict()
+        else:
+            data["error"] = self.error
+        return data
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchReport:
+    """Every case of a cases file, in file order.
+
+    Attributes:
+        cases: One outcome per case.
+    """
+
+    cases: tuple[CaseOutcome, ...]
+
+    def __repr__(self) -> str:
+        return f"BatchReport({len(self.cases)} cases)"
+
+    @property
+    def has_errors(self) -> bool:
+        """Whether any case could not be analysed."""
+        return any(case.status == "error" for case in self.cases)
+
+    @property
+    def has_budget_failures(self) -> bool:
+        """Whether any analysed case exceeded a budget."""
+        return any(case.status == "budget-exceeded" for case in self.cases)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The batch document (schema ``$defs/batch`` of ``report.schema.json``)."""
+        from . import __version__
+
+        statuses = [case.status for case in self.cases]
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "einsum-analyze", "version": __version__},
+            "cases": [case.to_dict() for case in self.cases],
+            "summary": {
+                "total": len(statuses),
+                "ok": statuses.count("ok"),
+                "budget_exceeded": statuses.count("budget-exceeded"),
+                "errors": statuses.count("error"),
+            },
+        }
+
+
+def cases_format(path: str) -> CasesFormat:
+    """The format of a cases file, from its suffix (``.json`` or ``.toml``).
+
+    Raises:
+        InputFileError: Another suffix.
+
+    Example:
+        >>> cases_format("ci/cases.toml")
+        'toml'
+    """
+    lowered = path.lower()
+    if lowered.endswith(".json"):
+        return "json"
+    if lowered.endswith(".toml"):
+        return "toml"
+    raise InputFileError(f"cases file {path!r} must end in .json or .toml")
+
+
+def parse_cases(
+    text: str, fmt: CasesFormat, defaults: CaseDefaults | None = None
+) -> tuple[CaseEntry, ...]:
+    """Read a cases file's text into entries, each a runnable case or an error.
+
+    Args:
+        text: The file's contents.
+        fmt: ``"json"`` or ``"toml"``.
+        defaults: Options a case and the file's ``defaults`` table do not set.
+
+    Returns:
+        One entry per case, in file order.
+
+    Raises:
+        InputFileError: The text does not parse, or holds no list of cases.
+
+    Example:
+        >>> entries = parse_cases('[{"name": "mm", "equation": "ab,bc->ac", '
+        ...                       '"shapes": [[2, 3], [3, 4]]}]', "json")
+        >>> entries[0].case.shapes
+        ((2, 3), (3, 4))
+    """
+    data = _load(text, fmt)
+    if isinstance(data, list):
+        data = {"cases": data}
+    if not isinstance(data, dict):
+        raise InputFileError("a cases file holds a table with a list 'cases', or a list")
+    raw_cases = data.get("cases")
+    if not isinstance(raw_cases, list) or not raw_cases:
+        raise InputFileError("cases file has no non-empty list 'cases'")
+    base = defaults or CaseDefaults()
+    file_defaults = data.get("defaults", {})
+    if not isinstance(file_defaults, dict):
+        raise InputFileError("cases file 'defaults' must be a table")
+    try:
+        base = _with_options(base, file_defaults, where="defaults")
+    except EinsumAnalyzeError as err:
+        raise InputFileError(f"cases file 'defaults': {err}") from err
+    entries: list[CaseEntry] = []
+    seen: set[str] = set()
+    for number, raw in enumerate(raw_cases):
+        name = raw.get("name") if isinstance(raw, dict) else None
+        if not isinstance(name, str) or not name.strip():
+            entries.append(CaseEntry(name=f"cases[{number}]",
+                                     error=f"case {number} has no name (a non-empty string)"))
+            continue
+        if name in seen:
+            entries.append(CaseEntry(name=name, error=f"case {number}: the name {name!r} is "
+                                     "already used by an earlier case"))
+            continue
+        seen.add(name)
+        try:
+            entries.append(CaseEntry(name=name, case=_read_case(name, raw, base)))
+        except EinsumAnalyzeError as err:
+            entries.append(CaseEntry(name=name, error=str(err)))
+    return tuple(entries)
+
+
+def run_cases(
+    entries: Sequence[CaseEntry],
+    *,
+    runner: Callable[[Case], Report] | None = None,
+) -> BatchReport:
+    """Analyse every runnable case and check its budgets; keep the errors as entries.
+
+    Args:
+        entries: From :func:`parse_cases`.
+        runner: Turns a case into a report; by default :func:`analyze_case`, which
+            analyses with the case's options (analysis only). Budgets are applied to what it
+            returns, so a runner that adds ``runs`` gets ``max-time`` checked too.
+
+    Returns:
+        The :class:`BatchReport`, in entry order.
+    """
+    run = runner or analyze_case
+    outcomes: list[CaseOutcome] = []
+    for entry in entries:
+        if entry.case is None:
+            outcomes.append(CaseOutcome(name=entry.name, error=entry.error))
+            continue
+        try:
+            report = apply_budgets(run(entry.case), entry.case.options.budgets)
+        except EinsumAnalyzeError as err:
+            outcomes.append(CaseOutcome(name=entry.name, error=str(err)))
+            continue
+        outcomes.append(CaseOutcome(name=entry.name, report=report))
+    return BatchReport(cases=tuple(outcomes))
+
+
+def analyze_case(case: Case) -> Report:
+    """Analyse one case with its options (no execution); budgets are not applied here."""
+    from .analysis import analyze
+
+    options = case.options
+    return analyze(
+        case.equation,
+        case.shapes,
+        sizes=case.sizes,
+        optimize=options.optimize,
+        memory_limit=options.memory_limit,
+        dtype=options.dtype,
+        grad=options.grad,
+        strategies=options.strategies,
+    )
+
+
+def _load(text: str, fmt: CasesFormat) -> object:
+    match fmt:
+        case "json":
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as err:
+                raise InputFileError(
+                    f"cases file is not valid JSON: {err.msg} at line {err.lineno} "
+                    f"column {err.colno}"
+                ) from err
+        case "toml":
+            if sys.version_info >= (3, 11):
+                import tomllib
+            else:  # pragma: no cover - exercised on Python 3.10 only
+                import tomli as tomllib
+            try:
+                return tomllib.loads(text)
+            except tomllib.TOMLDecodeError as err:
+                raise InputFileError(f"cases file is not valid TOML: {err}") from err
+    raise AssertionError(f"unknown cases format {fmt!r}")
+
+
+def _read_case(name: str, raw: Mapping[str, Any], base: CaseDefaults) -> Case:
+    unknown = sorted(set(raw) - _CASE_KEYS)
+    if unknown:
+        raise InputFileError(
+            f"case {name!r} has unknown key {unknown[0]!r}; expected: "
+            f"{', '.join(sorted(_CASE_KEYS))}"
+        )
+    equation = raw.get("equation")
+    if not isinstance(equation, str):
+        raise InputFileError(f"case {name!r} has no equation (a string such as 'ab,bc->ac')")
+    has_shapes, has_sizes = "shapes" in raw, "sizes" in raw
+    if has_shapes == has_sizes:
+        raise InputFileError(f"case {name!r} needs exactly one of 'shapes' and 'sizes'")
+    shapes = _read_shapes(name, raw["shapes"]) if has_shapes else None
+    sizes = _read_sizes(name, raw["sizes"]) if has_sizes else None
+    options = _with_options(base, raw, where=f"case {name!r}")
+    return Case(name=name, equation=equation, shapes=shapes, sizes=sizes, options=options)
+
+
+def _read_shapes(name: str, value: object) -> tuple[Shape, ...]:
+    if isinstance(value, str):
+        return parse_shapes(value)
+    if not isinstance(value, list) or not all(isinstance(shape, list) for shape in value):
+        raise ShapeError(f"case {name!r} shapes must be a list of lists or text like 2x3,3x4")
+    shapes: list[Shape] = []
+    for number, shape in enumerate(value):
+        for dim in shape:
+            if isinstance(dim, bool) or not isinstance(dim, int):
+                raise ShapeError(
+                    f"case {name!r} operand {number} has size {dim!r}; sizes are whole numbers"
+                )
+        shapes.append(tuple(shape))
+    return tuple(shapes)
+
+
+def _read_sizes(name: str, value: object) -> dict[str, int]:
+    if isinstance(value, str):
+        return parse_sizes(value)
+    if not isinstance(value, dict):
+        raise ShapeError(f"case {name!r} sizes must be a table like {{a = 2}} or text a=2,b=3")
+    sizes: dict[str, int] = {}
+    for label, size in value.items():
+        if len(label) != 1 or not label.isalpha():
+            raise ShapeError(f"case {name!r} sizes has {label!r}; an index is one letter")
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise ShapeError(
+                f"case {name!r} gives index {label!r} size {size!r}; sizes are whole numbers"
+            )
+        sizes[label] = size
+    return sizes
+
+
+def _with_options(base: CaseDefaults, raw: Mapping[str, Any], *, where: str) -> CaseDefaults:
+    """``base`` with the option keys ``raw`` sets; raises for unreadable values."""
+    changes: dict[str, Any] = {}
+    for key in _OPTION_KEYS:
+        if key not in raw:
+            continue
+        value = raw[key]
+        match key:
+            case "dtype" | "optimize":
+                if not isinstance(value, str):
+                    raise InputFileError(f"{where} {key} is {value!r}; expected a name")
+                changes[key] = value
+            case "memory_limit":
+                if isinstance(value, bool) or not isinstance(value, int | str):
+                    raise InputFileError(f"{where} memory_limit is {value!r}; expected elements, "
+                                     "'max_input' or bytes such as '512MiB'")
+                changes[key] = value
+            case "grad":
+                if isinstance(value, list) and all(
+                    isinstance(k, int) and not isinstance(k, bool) for k in value
+                ):
+                    changes[key] = tuple(value)
+                elif isinstance(value, str):
+                    changes[key] = value
+                else:
+                    raise InputFileError(f"{where} grad is {value!r}; expected 'all', 'none', "
+                                     "text such as '0,3' or a list of positions")
+            case "strategy":
+                changes["strategies"] = _read_strategies(value, where)
+            case "budgets":
+                if not isinstance(value, dict):
+                    raise InputFileError(f"{where} budgets must be a table such as "
+                                     "{max_peak = '1GiB'}")
+                changes[key] = base.budgets.merged(
+                    Budgets.from_mapping(value, where=f"{where} budgets")
+                )
+    return replace(base, **changes)
+
+
+def _read_strategies(value: object, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        names = [name.strip().lower() for name in value.split(",") if name.strip()]
+    elif isinstance(value, list) and all(isinstance(name, str) for name in value):
+        names = [name.strip().lower() for name in value]
+    else:
+        raise InputFileError(f"{where} strategy is {value!r}; expected names such as "
+                         "'reverse,independent' or a list")
+    return () if names in ([], ["none"]) else tuple(names)

@@ -1,0 +1,359 @@
+"""Compare two saved reports, before and after a change, figure by figure.
+
+Rules (docs/ci.md):
+
+- FLOPs and modelled memory are exact: any increase is a regression, any decrease an
+  improvement. Compared: forward ``flops`` and ``peak_bytes``; per strategy (matched by
+  name) ``backward_flops``, ``retained_bytes`` and ``peak_bytes``.
+- Timings use a relative tolerance: a run's median ``forward_s`` or ``backward_s`` (runs
+  matched by strategy, backend and device) regresses when it grows by more than
+  ``tolerance`` (0.05: 5 %), and improves when it shrinks by more.
+- A strategy, run or case present on one side only is ``added`` or ``removed``, not a
+  regression. A batch case that had a report before and an error after is a regression.
+- Analysis time, versions and environment are never compared.
+
+Both documents must be reports of this schema version, both single or both batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .errors import InputFileError
+from .report import SCHEMA_VERSION
+
+__all__ = ["Change", "ChangeStatus", "Comparison", "compare_reports", "load_comparison_schema"]
+
+ChangeStatus = Literal["regressed", "improved", "unchanged", "added", "removed"]
+Rule = Literal["exact", "relative", "presence"]
+Unit = Literal["flops", "bytes", "s", ""]
+DocumentKind = Literal["report", "batch"]
+
+_FORWARD_FIGURES: tuple[tuple[str, Unit], ...] = (("flops", "flops"), ("peak_bytes", "bytes"))
+_STRATEGY_FIGURES: tuple[tuple[str, Unit], ...] = (
+    ("backward_flops", "flops"),
+    ("retained_bytes", "bytes"),
+    ("peak_bytes", "bytes"),
+)
+_RUN_FIGURES = ("forward_s", "backward_s")
+_RUN_IDENTITY = ("strategy", "backend", "device")
+_INPUT_KEYS = ("equation", "shapes", "dtype")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Change:
+    """One figure, before and after.
+
+    Attributes:
+        case: The batch case's name; ``None`` for single reports.
+        subject: ``"forward"``, ``"strategy reverse"``, ``"run 0 (reverse, torch, cpu)"``,
+            or ``"case"`` for a batch case as a whole.
+        figure: The report key compared, e.g. ``"backward_flops"``; ``""`` for a case.
+        unit: ``"flops"``, ``"bytes"``, ``"s"``, or ``""``.
+        before: The figure before (``None``: absent).
+        after: The figure after (``None``: absent).
+        rule: ``"exact"``, ``"relative"`` (timings) or ``"presence"``.
+        status: The verdict.
+        detail: Free text, e.g. the error a case now raises.
+    """
+
+    case: str | None
+    subject: str
+    figure: str
+    unit: Unit
+    before: int | float | None
+    after: int | float | None
+    rule: Rule
+    status: ChangeStatus
+    detail: str = ""
+
+    @property
+    def relative(self) -> float | None:
+        """``(after - before) / before``, when both exist and ``before`` is not 0."""
+        if self.before is None or self.after is None or self.before == 0:
+            return None
+        return (self.after - self.before) / self.before
+
+    def to_dict(self) -> dict[str, Any]:
+        """One entry of the comparison's ``changes`` list."""
+        return {
+            "case": self.case,
+            "subject": self.subject,
+            "figure": self.figure,
+            "unit": self.unit,
+            "before": self.before,
+            "after": self.after,
+            "relative": self.relative,
+            "rule": self.rule,
+            "status": self.status,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Comparison:
+    """Every figure compared between two reports.
+
+    Attributes:
+        kind: ``"report"`` (single) or ``"batch"``.
+        tolerance: Relative tolerance applied to timings.
+        changes: Every compared figure, unchanged ones included, in report order.
+        notes: Differences that are not figures (a changed equation, shapes, dtype).
+    """
+
+    kind: DocumentKind
+    tolerance: float
+    changes: tuple[Change, ...]
+    notes: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"Comparison({self.kind}, {len(self.regressions)} regressed)"
+
+    @property
+    def regressions(self) -> tuple[Change, ...]:
+        """The changes that regressed."""
+        return tuple(c for c in self.changes if c.status == "regressed")
+
+    @property
+    def has_regressions(self) -> bool:
+        """Whether any figure regressed."""
+        return bool(self.regressions)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison document (``schema/comparison.schema.json``)."""
+        from . import __version__
+
+        statuses = [c.status for c in self.changes]
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "einsum-analyze", "version": __version__},
+            "kind": self.kind,
+            "tolerance": self.tolerance,
+            "regressed": self.has_regressions,
+            "summary": {
+                status: statuses.count(status)
+                for status in ("regressed", "improved", "unchanged", "added", "removed")
+            },
+            "changes": [c.to_dict() for c in self.changes],
+            "notes": list(self.notes),
+        }
+
+
+def compare_reports(
+    before: object, after: object, *, tolerance: float = 0.05
+) -> Comparison:
+    """Compare two reports (single or batch) read back from JSON.
+
+    Args:
+        before: The report before the change.
+        after: The report after the change.
+        tolerance: Relative tolerance for timings, at least 0 (0.05: 5 %).
+
+    Returns:
+        The :class:`Comparison`.
+
+    Raises:
+        InputFileError: Not reports of this schema version, or one single and one batch.
+
+    Example:
+        >>> from einsum_analyze import analyze
+        >>> old = analyze("ab,bc->ac", [(2, 3), (3, 4)]).to_dict()
+        >>> new = analyze("ab,bc->ac", [(2, 3), (3, 5)]).to_dict()
+        >>> [c.figure for c in compare_reports(old, new).regressions][:2]
+        ['flops', 'peak_bytes']
+    """
+    if isinstance(tolerance, bool) or not tolerance >= 0:
+        raise InputFileError(f"tolerance is {tolerance!r}; expected a number of at least 0")
+    kind_before = _document_kind(before, "BEFORE")
+    kind_after = _document_kind(after, "AFTER")
+    if kind_before != kind_after:
+        raise InputFileError(
+            f"BEFORE is a {kind_before} and AFTER a {kind_after}; compare like with like"
+        )
+    assert isinstance(before, Mapping) and isinstance(after, Mapping)
+    changes: list[Change] = []
+    notes: list[str] = []
+    if kind_before == "report":
+        _compare_single(before, after, None, tolerance, changes, notes)
+    else:
+        _compare_batch(before, after, tolerance, changes, notes)
+    return Comparison(kind=kind_before, tolerance=float(tolerance), changes=tuple(changes),
+                      notes=tuple(notes))
+
+
+def load_comparison_schema() -> dict[str, Any]:
+    """The JSON Schema of :meth:`Comparison.to_dict` (``schema/comparison.schema.json``)."""
+    import json
+    from importlib.resources import files
+
+    text = files("einsum_analyze").joinpath("schema/comparison.schema.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def _document_kind(data: object, which: str) -> DocumentKind:
+    if not isinstance(data, Mapping) or "schema_version" not in data:
+        raise InputFileError(f"{which} is not an einsum-analyze report (no schema_version)")
+    version = data["schema_version"]
+    if version != SCHEMA_VERSION:
+        raise InputFileError(
+            f"{which} has schema_version {version!r}; this einsum-analyze reads "
+            f"{SCHEMA_VERSION} (docs/schema.md)"
+        )
+    if isinstance(data.get("cases"), list):
+        return "batch"
+    if isinstance(data.get("forward"), Mapping):
+        return "report"
+    raise InputFileError(f"{which} has neither 'forward' (a report) nor 'cases' (a batch)")
+
+
+def _number(value: object) -> int | float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value
+
+
+def _median(stats: object) -> float | None:
+    if isinstance(stats, Mapping):
+        value = _number(stats.get("median"))
+        return None if value is None else float(value)
+    return None
+
+
+def _verdict(
+    before: int | float | None, after: int | float | None, rule: Rule, tolerance: float
+) -> ChangeStatus:
+    if before is None and after is None:
+        return "unchanged"
+    if before is None:
+        return "added"
+    if after is None:
+        return "removed"
+    if rule == "relative":
+        if after > before * (1 + tolerance):
+            return "regressed"
+        if after < before * (1 - tolerance):
+            return "improved"
+        return "unchanged"
+    if after > before:
+        return "regressed"
+    if after < before:
+        return "improved"
+    return "unchanged"
+
+
+def _add(
+    changes: list[Change],
+    case: str | None,
+    subject: str,
+    figure: str,
+    unit: Unit,
+    before: int | float | None,
+    after: int | float | None,
+    rule: Rule,
+    tolerance: float,
+) -> None:
+    changes.append(Change(case=case, subject=subject, figure=figure, unit=unit, before=before,
+                          after=after, rule=rule,
+                          status=_verdict(before, after, rule, tolerance)))
+
+
+def _by_name(items: object) -> dict[str, Mapping[str, Any]]:
+    if not isinstance(items, list):
+        return {}
+    return {str(s["name"]): s for s in items if isinstance(s, Mapping) and "name" in s}
+
+
+def _runs_by_key(items: object) -> dict[str, Mapping[str, Any]]:
+    if not isinstance(items, list):
+        return {}
+    keyed: dict[str, Mapping[str, Any]] = {}
+    for number, run in enumerate(items):
+        if not isinstance(run, Mapping):
+            continue
+        identity = [str(run[k]) for k in _RUN_IDENTITY if run.get(k)]
+        if run.get("baseline"):
+            identity.append("baseline")
+        key = "run " + (", ".join(identity) if identity else str(number))
+        repeat = 2
+        base = key
+        while key in keyed:
+            key = f"{base} #{repeat}"
+            repeat += 1
+        keyed[key] = run
+    return keyed
+
+
+def _compare_single(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    case: str | None,
+    tolerance: float,
+    changes: list[Change],
+    notes: list[str],
+) -> None:
+    where = f"case {case!r}: " if case is not None else ""
+    for key in _INPUT_KEYS:
+        if before.get(key) != after.get(key):
+            notes.append(f"{where}{key} changed from {before.get(key)!r} to {after.get(key)!r}")
+    fwd_before, fwd_after = before.get("forward", {}), after.get("forward", {})
+    if fwd_before.get("optimizer") != fwd_after.get("optimizer"):
+        notes.append(f"{where}optimizer changed from {fwd_before.get('optimizer')!r} "
+                     f"to {fwd_after.get('optimizer')!r}")
+    for figure, unit in _FORWARD_FIGURES:
+        _add(changes, case, "forward", figure, unit, _number(fwd_before.get(figure)),
+             _number(fwd_after.get(figure)), "exact", tolerance)
+    strategies_before = _by_name(before.get("strategies"))
+    strategies_after = _by_name(after.get("strategies"))
+    for name in _union(strategies_before, strategies_after):
+        old, new = strategies_before.get(name, {}), strategies_after.get(name, {})
+        for figure, unit in _STRATEGY_FIGURES:
+            _add(changes, case, f"strategy {name}", figure, unit, _number(old.get(figure)),
+                 _number(new.get(figure)), "exact", tolerance)
+    runs_before = _runs_by_key(before.get("runs"))
+    runs_after = _runs_by_key(after.get("runs"))
+    for key in _union(runs_before, runs_after):
+        old, new = runs_before.get(key, {}), runs_after.get(key, {})
+        for figure in _RUN_FIGURES:
+            _add(changes, case, key, figure, "s", _median(old.get(figure)),
+                 _median(new.get(figure)), "relative", tolerance)
+
+
+def _compare_batch(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    tolerance: float,
+    changes: list[Change],
+    notes: list[str],
+) -> None:
+    cases_before = _by_name(before["cases"])
+    cases_after = _by_name(after["cases"])
+    for name in _union(cases_before, cases_after):
+        old, new = cases_before.get(name), cases_after.get(name)
+        old_report = old.get("report") if old is not None else None
+        new_report = new.get("report") if new is not None else None
+        status: ChangeStatus | None = None
+        detail = ""
+        if old is None:
+            status = "added"
+        elif new is None:
+            status = "removed"
+        elif old_report is not None and new_report is None:
+            status, detail = "regressed", f"now fails: {new.get('error', '')}"
+        elif old_report is None and new_report is not None:
+            status, detail = "improved", f"no longer fails: {old.get('error', '')}"
+        elif old_report is None:
+            status, detail = "unchanged", f"fails before and after: {new.get('error', '')}"
+        if status is not None:
+            changes.append(Change(case=name, subject="case", figure="", unit="", before=None,
+                                  after=None, rule="presence", status=status, detail=detail))
+            continue
+        assert isinstance(old_report, Mapping) and isinstance(new_report, Mapping)
+        _compare_single(old_report, new_report, name, tolerance, changes, notes)
+
+
+def _union(first: Mapping[str, Any], second: Mapping[str, Any]) -> Sequence[str]:
+    """Keys of ``first`` in order, then those only ``second`` has."""
+    return [*first, *(key for key in second if key not in first)]
