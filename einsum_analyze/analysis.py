@@ -129,7 +129,7 @@ def analyze(
                 "the torch-autograd model counts the reduced copies torch.einsum keeps for "
                 "backward but not the permuted copies it may make before a matrix product"
             )
-        order = {name: number for number, name in enumerate(chosen)}
+        order: dict[str, int] = {name: number for number, name in enumerate(chosen)}
         strategy_results.sort(key=lambda result: order[result.name])
         inference = simulate_memory(
             lower_events(forward_schedule(plan), eq.terms, eq.size_dict),

@@ -95,10 +95,11 @@ class _OneLineErrors(click.Command):
     """A command whose usage and input errors print one line, ``Error: ...``, and exit 2."""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        run = super().main
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return run(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
         try:
-            result = super().main(*args, standalone_mode=False, **kwargs)
+            result = run(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
         except click.ClickException as err:
             click.echo(f"Error: {err.format_message()}", err=True)
             sys.exit(err.exit_code)

@@ -112,8 +112,11 @@ def split_equation(text: str) -> tuple[list[str], str | None]:
 
 
 def _is_label(char: str) -> bool:
-    """ASCII letters, and any non-ASCII character (opt_einsum's generated symbols run
-    through unassigned code points); ASCII digits and punctuation are refused as typos."""
+    """Whether ``char`` may be a label.
+
+    ASCII letters, and any non-ASCII character (opt_einsum's generated symbols run
+    through unassigned code points); ASCII digits and punctuation are refused as typos.
+    """
     return char.isalpha() or not char.isascii()
 
 

@@ -23,7 +23,7 @@ from .memory import simulate_memory
 from .planning import size_of
 from .report import Report
 from .strategies import StrategyResult
-from .timing import Measurement, measure
+from .timing import Measurement
 
 __all__ = ["BASELINES", "Run", "execute_report", "resolve_devices"]
 
@@ -118,7 +118,9 @@ def resolve_devices(names: Sequence[str] | None) -> tuple[str, ...]:
             if not index_text.isdigit():
                 raise BackendUnavailableError(f"device {raw!r} is not cpu, cuda or cuda:N")
             if not torch.cuda.is_available():
-                raise BackendUnavailableError(f"device {raw!r} requested but no CUDA GPU is present")
+                raise BackendUnavailableError(
+                    f"device {raw!r} requested but no CUDA GPU is present"
+                )
             index = int(index_text)
             if index >= torch.cuda.device_count():
                 raise BackendUnavailableError(

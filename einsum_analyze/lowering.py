@@ -101,8 +101,10 @@ class Kernel:
 
 
 def _memory_labels(dims: str, sizes: Mapping[str, int]) -> tuple[tuple[str, ...], bool]:
-    """For a contiguous tensor: distinct labels (size > 1) by decreasing stride, and
-    whether its view with one axis per label is dense.
+    """Memory order and density of a contiguous tensor's one-axis-per-label view.
+
+    Returns the distinct labels (size > 1) by decreasing stride, and whether the view
+    is dense.
 
     A repeated label (a diagonal) has the sum of its positions' strides; such a view is
     not dense.
@@ -122,13 +124,16 @@ def _memory_labels(dims: str, sizes: Mapping[str, int]) -> tuple[tuple[str, ...]
 
 def _blocks(order: Sequence[str], first: Sequence[str], second: Sequence[str],
             third: Sequence[str]) -> bool:
-    """Whether ``order`` is ``first`` then the other two groups, each contiguous, in either
-    order, with ``first`` and ``second`` in exactly the given label order."""
+    """Whether ``order`` is ``first`` then the other two groups, in either order.
+
+    Each group must be contiguous; ``first`` and ``second`` must be in exactly the given
+    label order, ``third`` in any order.
+    """
     n1 = len(first)
     if tuple(order[:n1]) != tuple(first):
         return False
     rest = tuple(order[n1:])
-    s2, s3 = set(second), set(third)
+    s3 = set(third)
     n2 = len(second)
     head, tail = rest[:n2], rest[n2:]
     if head == tuple(second) and set(tail) == s3:

@@ -71,7 +71,9 @@ def parse_shapes(text: str) -> tuple[Shape, ...]:
         try:
             data = json.loads(stripped)
         except json.JSONDecodeError as err:
-            raise ShapeError(f"--shapes is not valid JSON: {err.msg} at column {err.colno}") from err
+            raise ShapeError(
+                f"--shapes is not valid JSON: {err.msg} at column {err.colno}"
+            ) from err
         if not isinstance(data, list) or not all(isinstance(s, list) for s in data):
             raise ShapeError("--shapes JSON must be a list of lists, e.g. [[512,2],[2,7],[]]")
         shapes = []

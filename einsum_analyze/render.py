@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .execution import Run
+from .planning import Step
 from .report import Report
 from .timing import Measurement
 
@@ -60,7 +61,7 @@ def format_seconds(value: float) -> str:
 
 def _steps_table(report: Report) -> Table:
     plan = report.plan
-    steps: Sequence = plan.steps
+    steps: Sequence[Step] = plan.steps
     shown = steps
     if len(steps) > MAX_STEP_ROWS:
         costliest = sorted(steps, key=lambda s: s.flops, reverse=True)[:MAX_STEP_ROWS]
@@ -110,7 +111,8 @@ def _summary_table(report: Report) -> Table:
     table.add_row("peak (inputs included)", format_bytes(mem.peak_bytes))
     table.add_row("peak above inputs", format_bytes(mem.peak_bytes_without_inputs))
     if report.memory_limit_elements is not None:
-        table.add_row("planner memory limit", f"{format_count(report.memory_limit_elements)} elements")
+        limit = format_count(report.memory_limit_elements)
+        table.add_row("planner memory limit", f"{limit} elements")
     table.add_row("analysis time", format_seconds(report.analysis_s))
     return table
 
@@ -138,12 +140,16 @@ def _gradients_table(report: Report) -> Table | None:
         }[spec.unreduce]
         table.add_row(
             str(spec.operand),
-            spec.core_equation if len(spec.core_equation) <= 60 else spec.core_equation[:57] + "...",
+            _shorten(spec.core_equation, 60),
             format_count(plan.flops),
             then,
             format_bytes(spec.elements * report.itemsize),
         )
     return table
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _strategies_table(report: Report) -> Table | None:

@@ -94,8 +94,10 @@ def run_events_numpy(
     events: Sequence[Event], live: dict[str, Any], upstream: Any, sizes: Mapping[str, int],
     *, exclude: set[int] | None = None,
 ) -> int:
-    """Run events on ``live`` (updated in place); returns the peak bytes held, not
-    counting arrays whose owner's id is in ``exclude`` (the operands)."""
+    """Run events on ``live`` (updated in place) and return the peak bytes held.
+
+    Arrays whose owner's id is in ``exclude`` (the operands) are not counted.
+    """
     peak = 0
     for event in events:
         _step(event, live, upstream, sizes)

@@ -28,8 +28,11 @@ def _storage_bytes(tensors: Sequence[Any], exclude: set[int]) -> int:
 
 def _run_compiled(compiled: CompiledSchedule, context: _Context, track: bool
                   ) -> tuple[dict[str, Any], int, int]:
-    """Forward then backward; returns the live tensors, and (CPU) the peak and retained
-    bytes above the inputs from the executor's own count."""
+    """Run forward then backward, and return the live tensors.
+
+    With ``track``, also the peak and retained bytes above the inputs, from the
+    executor's own count of the storages it holds (CPU).
+    """
     import torch
 
     inputs = {t.untyped_storage().data_ptr() for t in context.operands}

@@ -47,7 +47,7 @@ def torch_available() -> bool:
 
 
 def ascii_equation(equation: str) -> str:
-    """Relabel an equation with ASCII letters, which torch.einsum requires.
+    r"""Relabel an equation with ASCII letters, which torch.einsum requires.
 
     Example:
         >>> ascii_equation("\\u00e0b,b->\\u00e0")
@@ -81,9 +81,11 @@ def _diagonal_view(tensor: Any, term: str) -> Any:
 
 
 def _arrange(source: Any, labels: str, target: str) -> Any:
-    """View ``source`` (distinct ``labels``) with the dims of ``target``: permuted, with a
-    size-1 axis for each target label it lacks, and size-1 labels it has but the target
-    lacks dropped."""
+    """View ``source`` (distinct ``labels``) with the dims of ``target``.
+
+    The view is permuted, has a size-1 axis for each target label it lacks, and drops
+    the size-1 labels it has that the target lacks.
+    """
     for position in reversed(range(len(labels))):
         if labels[position] not in target:
             source = source.squeeze(position)
