@@ -3,7 +3,8 @@
 
 (a) Cold start of the analysis-only CLI on the ``tn18-b512`` case of
     ``benchmarks/cases.json``: ``python3 -m einsum_analyze EQUATION --shapes ... --json FILE``
-    and the installed ``einsum-analyze`` script when it is on PATH, each a fresh process.
+    and the installed ``einsum-analyze`` script when it is on PATH, each a fresh process
+    (``--device none`` is added where the CLI has ``--device``: it runs on cpu by default).
     Target: median at most 0.5 s. ``python3 -c pass`` and ``python3 -c "import
     opt_einsum"`` are timed alongside for context, and so is ``--strategy none``
     (forward only) where the CLI has that option.
@@ -40,12 +41,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import inspect
 import json
 import math
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -194,22 +197,20 @@ def _git_state() -> str:
 # --------------------------------------------------------------------------- (a) cold start
 
 
-def cli_has_option(option: str) -> bool:
-    """Whether ``python3 -m einsum_analyze --help`` lists ``option``."""
+@functools.lru_cache(maxsize=1)
+def cli_help() -> str:
+    """The output of ``python3 -m einsum_analyze --help``."""
     done = subprocess.run(
         [sys.executable, "-m", "einsum_analyze", "--help"],
         capture_output=True,
         text=True,
         check=False,
     )
-    return option in done.stdout
+    return done.stdout
 
 
-def cold_commands(
-    case: dict[str, Any], json_path: str, pyc_env: dict[str, str] | None
-) -> list[tuple[str, list[str], bool, dict[str, str] | None]]:
-    """(label, argv, counts toward the target, environment override) for every process."""
-    py = sys.executable
+def cli_args(case: dict[str, Any], json_path: str, help_text: str) -> list[str]:
+    """Arguments of an analysis-only CLI run (``--device none`` where the CLI has it)."""
     args = [
         case["equation"],
         "--shapes",
@@ -217,6 +218,18 @@ def cold_commands(
         "--json",
         json_path,
     ]
+    if "--device" in help_text:
+        args += ["--device", "none"]
+    return args
+
+
+def cold_commands(
+    case: dict[str, Any], json_path: str, pyc_env: dict[str, str] | None
+) -> list[tuple[str, list[str], bool, dict[str, str] | None]]:
+    """(label, argv, counts toward the target, environment override) for every process."""
+    py = sys.executable
+    help_text = cli_help()
+    args = cli_args(case, json_path, help_text)
     commands: list[tuple[str, list[str], bool, dict[str, str] | None]] = [
         ("python3 -c pass", [py, "-c", "pass"], False, None),
         ('python3 -c "import opt_einsum"', [py, "-c", "import opt_einsum"], False, None),
@@ -247,7 +260,7 @@ def cold_commands(
                 None,
             )
         )
-    if cli_has_option("--strategy"):
+    if "--strategy" in help_text:
         commands.append(
             (
                 "python3 -m einsum_analyze ... --json FILE --strategy none",
@@ -288,6 +301,9 @@ def run_cold(cases: dict[str, Any], repeats: int) -> dict[str, Any]:
             pyc_env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
             pyc_env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
         commands = cold_commands(case, json_path, pyc_env)
+        cli_line = "python3 -m einsum_analyze " + shlex.join(
+            [a if a != json_path else "FILE" for a in cli_args(case, json_path, cli_help())]
+        )
         problems: list[str] = []
 
         def once(argv: list[str], env_override: dict[str, str] | None) -> float:
@@ -342,6 +358,7 @@ def run_cold(cases: dict[str, Any], repeats: int) -> dict[str, Any]:
         "rows": rows,
         "problems": problems,
         "repeats": repeats,
+        "cli_line": cli_line,
     }
 
 
@@ -364,6 +381,7 @@ def print_cold(result: dict[str, Any]) -> None:
                 met,
             ]
         )
+    print(f"CLI run: {result['cli_line']}\n")
     print(markdown_table(["command", "median", "IQR", "min / max", "target met"], rows))
     print(
         f"\nEvery CLI run's JSON report has forward FLOPs "

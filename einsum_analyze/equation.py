@@ -7,6 +7,7 @@ larger one get a fresh label private to their operand (DESIGN.md section 2).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -84,6 +85,11 @@ def split_equation(text: str) -> tuple[list[str], str | None]:
     """
     compact = "".join(text.split())
     for position, char in enumerate(compact):
+        if "\u2190" <= char <= "\u21ff":
+            raise EquationError(
+                f"character {char!r} at position {position} of the equation looks like an "
+                "arrow; write '->'"
+            )
         if char not in ",.->" and not _is_label(char):
             raise EquationError(
                 f"unknown character {char!r} at position {position} of the equation; "
@@ -139,11 +145,19 @@ def _check_dims(shapes: Sequence[Sequence[int]]) -> tuple[Shape, ...]:
     checked = []
     for number, shape in enumerate(shapes):
         dims = []
-        for axis, dim in enumerate(shape):
-            if isinstance(dim, bool) or not isinstance(dim, int):
+        if not isinstance(shape, Sequence) and not hasattr(shape, "__iter__"):
+            raise ShapeError(
+                f"shape {number} is {shape!r}; give a sequence of sizes such as (3,) or ()"
+            )
+        for axis, raw in enumerate(shape):
+            try:
+                if isinstance(raw, bool):
+                    raise TypeError
+                dim = operator.index(raw)
+            except TypeError:
                 raise ShapeError(
-                    f"operand {number} dimension {axis} has size {dim!r}; sizes are integers"
-                )
+                    f"operand {number} dimension {axis} has size {raw!r}; sizes are integers"
+                ) from None
             if dim < 1:
                 raise ShapeError(
                     f"operand {number} dimension {axis} has size {dim}; sizes must be positive"

@@ -98,6 +98,7 @@ def derive_gradient(equation: Equation, operand: int) -> GradientSpec:
         Its :class:`GradientSpec`.
 
     Example:
+        >>> from einsum_analyze import parse_equation
         >>> eq = parse_equation("ijj,k->ik", [(2, 3, 3), (4,)])
         >>> spec = derive_gradient(eq, 0)
         >>> spec.core_equation, spec.broadcast, spec.has_diagonal

@@ -53,7 +53,10 @@ def parse_bytes(text: str) -> int:
         )
     if number.isdigit():
         return int(number) * factor
-    return int(float(number) * factor)
+    value = float(number) * factor
+    if value == float("inf"):
+        raise ValueError(f"{text!r} is too large a byte size")
+    return int(value)
 
 
 def parse_shapes(text: str) -> tuple[Shape, ...]:

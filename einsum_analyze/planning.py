@@ -134,6 +134,19 @@ class Plan:
         return tuple(step.inputs for step in self.steps)
 
     @property
+    def log10_speedup(self) -> float:
+        """log10 of naive over planned FLOPs (finite however large the ratio)."""
+        return math.log10(max(self.naive_flops, 1)) - math.log10(max(self.flops, 1))
+
+    @property
+    def speedup(self) -> float | None:
+        """Naive over planned FLOPs; None when the ratio exceeds a float's range."""
+        try:
+            return self.naive_flops / max(self.flops, 1)
+        except OverflowError:
+            return None
+
+    @property
     def output_id(self) -> int:
         """Single-use id of the final tensor."""
         return self.steps[-1].output
@@ -175,6 +188,7 @@ def parse_memory_limit(
         PlanningError: An unreadable or non-positive limit.
 
     Example:
+        >>> from einsum_analyze import parse_equation
         >>> eq = parse_equation("ab,bc->ac", [(2, 3), (3, 4)])
         >>> parse_memory_limit("1KiB", eq, 4)
         256
@@ -193,8 +207,9 @@ def parse_memory_limit(
         from .parsing import parse_bytes
 
         try:
-            if limit.strip().isdigit():
-                elements = int(limit)
+            if not any(char.isalpha() for char in limit.lower().replace("e", "")):
+                # No unit: an element count, as opt_einsum means it ("1e6" included).
+                elements = parse_bytes(limit)
             else:
                 elements = parse_bytes(limit) // itemsize
         except ValueError as err:
@@ -224,9 +239,10 @@ def plan_contraction(
         PlanningError: Unknown optimizer or an invalid explicit path.
 
     Example:
+        >>> from einsum_analyze import parse_equation
         >>> eq = parse_equation("ab,bc,cd->ad", [(2, 3), (3, 4), (4, 5)])
         >>> plan_contraction(eq, "optimal").flops
-        104
+        128
     """
     if not isinstance(optimize, str):
         return _build_plan(equation, optimize, "explicit")
@@ -270,7 +286,9 @@ def _build_plan(equation: Equation, path: Sequence[Sequence[int]], optimizer: st
     steps: list[Step] = []
     next_id = num_ops
     for index, raw in enumerate(path):
-        positions = tuple(sorted((int(p) for p in raw), reverse=True))
+        if not all(isinstance(p, int) and not isinstance(p, bool) for p in raw):
+            raise PlanningError(f"path step {index} {tuple(raw)} holds a non-integer position")
+        positions = tuple(sorted(raw, reverse=True))
         if not positions or len(set(positions)) != len(positions):
             raise PlanningError(f"path step {index} {tuple(raw)} is empty or repeats a position")
         if positions[0] >= len(terms) or positions[-1] < 0:

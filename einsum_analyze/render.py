@@ -47,8 +47,12 @@ def format_count(value: int) -> str:
     """Counts exact below a million, else in scientific notation: ``10616832 -> '1.06e7'``."""
     if abs(value) < 1_000_000:
         return f"{value:,}"
-    mantissa, exponent = f"{value:.2e}".split("e")
-    return f"{mantissa}e{int(exponent)}"
+    if abs(value) < 10**300:
+        mantissa, exponent = f"{value:.2e}".split("e")
+        return f"{mantissa}e{int(exponent)}"
+    digits = str(abs(value))  # beyond a float's range: read the digits
+    sign = "-" if value < 0 else ""
+    return f"{sign}{digits[0]}.{digits[1:3]}e{len(digits) - 1}"
 
 
 def format_seconds(value: float) -> str:
@@ -101,7 +105,11 @@ def _summary_table(report: Report) -> Table:
     table.add_row("dtype", report.dtype)
     table.add_row("FLOPs", format_count(plan.flops))
     table.add_row("naive FLOPs (one einsum)", format_count(plan.naive_flops))
-    table.add_row("speedup over naive", f"{plan.naive_flops / max(plan.flops, 1):.3g}x")
+    speedup = plan.speedup
+    table.add_row(
+        "speedup over naive",
+        f"{speedup:.3g}x" if speedup is not None else f"1e{plan.log10_speedup:.0f}x",
+    )
     table.add_row(
         "largest intermediate",
         f"{format_count(plan.largest_intermediate_elements)} elements "

@@ -21,6 +21,12 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
+settings.register_profile(
+    "thorough",  # pytest --hypothesis-profile=thorough, before a release
+    max_examples=1000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
@@ -35,6 +41,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.update_golden = config.getoption("--update-golden")  # type: ignore[attr-defined]
+    # When a property fails, hypothesis imports libcst to write a patch file, and libcst
+    # imports a deprecated mypy_extensions name: with filterwarnings=error that warning
+    # would turn the failure report into an INTERNALERROR.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:mypy_extensions.TypedDict is deprecated:DeprecationWarning"
+    )
 
 
 @pytest.fixture

@@ -50,7 +50,7 @@ def ascii_equation(equation: str) -> str:
     r"""Relabel an equation with ASCII letters, which torch.einsum requires.
 
     Example:
-        >>> ascii_equation("\\u00e0b,b->\\u00e0")
+        >>> ascii_equation("\u00e0b,b->\u00e0")
         'ab,b->a'
     """
     mapping: dict[str, str] = {}

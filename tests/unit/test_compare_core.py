@@ -1,0 +1,180 @@
+"""Comparing two reports: exact rules for FLOPs and memory, a tolerance for timings."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonschema
+import pytest
+
+from einsum_analyze import analyze
+from einsum_analyze.cases import parse_cases, run_cases
+from einsum_analyze.compare import Change, compare_reports, load_comparison_schema
+from einsum_analyze.errors import InputFileError
+
+
+def _report(shapes: Any = ((2, 3), (3, 4)), **kwargs: Any) -> dict[str, Any]:
+    return analyze("ab,bc->ac", shapes, **kwargs).to_dict()
+
+
+def _find(changes: tuple[Change, ...], subject: str, figure: str) -> Change:
+    return next(c for c in changes if c.subject == subject and c.figure == figure)
+
+
+def _validate(data: dict[str, Any]) -> None:
+    jsonschema.Draft202012Validator(load_comparison_schema()).validate(data)
+
+
+def test_identical_reports_have_no_regression() -> None:
+    before = _report()
+    after = _report()  # analysis_s and environment differ; they are not compared
+    after["timing"]["analysis_s"] = 1e9
+    comparison = compare_reports(before, after)
+    assert not comparison.has_regressions
+    assert {c.status for c in comparison.changes} == {"unchanged"}
+    figures = {(c.subject, c.figure) for c in comparison.changes}
+    assert ("forward", "flops") in figures and ("forward", "peak_bytes") in figures
+    for name in ("reverse", "independent", "torch-autograd"):
+        for figure in ("backward_flops", "retained_bytes", "peak_bytes"):
+            assert (f"strategy {name}", figure) in figures
+    assert comparison.notes == ()
+    _validate(comparison.to_dict())
+
+
+def test_any_flop_or_byte_increase_regresses_and_a_decrease_improves() -> None:
+    before = _report()
+    after = copy.deepcopy(before)
+    after["forward"]["flops"] += 1
+    after["strategies"][0]["peak_bytes"] -= 4
+    comparison = compare_reports(before, after, tolerance=0.5)  # tolerance is for timings
+    flops = _find(comparison.changes, "forward", "flops")
+    assert (flops.before, flops.after, flops.status, flops.rule) == (48, 49, "regressed", "exact")
+    peak = _find(comparison.changes, "strategy reverse", "peak_bytes")
+    assert peak.status == "improved"
+    assert comparison.regressions == (flops,)
+    assert flops.relative == pytest.approx(1 / 48)
+
+
+def test_a_real_change_of_shapes_is_noted_and_regresses() -> None:
+    comparison = compare_reports(_report(), _report(((2, 3), (3, 5))))
+    assert comparison.has_regressions
+    assert comparison.notes == ("shapes changed from [[2, 3], [3, 4]] to [[2, 3], [3, 5]]",)
+
+
+def test_added_and_removed_strategies_are_not_regressions() -> None:
+    before = _report(strategies=("reverse", "independent"))
+    after = _report(strategies=("reverse", "torch-autograd"))
+    comparison = compare_reports(before, after)
+    assert not comparison.has_regressions
+    assert _find(comparison.changes, "strategy independent", "peak_bytes").status == "removed"
+    assert _find(comparison.changes, "strategy torch-autograd", "peak_bytes").status == "added"
+
+
+def _run(strategy: str, forward: float | None, backward: float | None,
+         baseline: bool = False) -> dict[str, Any]:
+    return {
+        "strategy": strategy, "backend": "torch", "device": "cpu", "baseline": baseline,
+        "forward_s": None if forward is None else {"median": forward},
+        "backward_s": None if backward is None else {"median": backward},
+    }
+
+
+@pytest.mark.parametrize(
+    ("after_s", "tolerance", "status"),
+    [(0.0104, 0.05, "unchanged"), (0.0106, 0.05, "regressed"), (0.0106, 0.10, "unchanged"),
+     (0.0094, 0.05, "improved"), (0.0096, 0.05, "unchanged")],
+)
+def test_timings_use_the_relative_tolerance(after_s: float, tolerance: float,
+                                            status: str) -> None:
+    before, after = _report(), _report()
+    before["runs"] = [_run("reverse", 0.010, 0.02)]
+    after["runs"] = [_run("reverse", after_s, 0.02)]
+    comparison = compare_reports(before, after, tolerance=tolerance)
+    change = _find(comparison.changes, "run reverse, torch, cpu", "forward_s")
+    assert (change.status, change.rule, change.unit) == (status, "relative", "s")
+    assert _find(comparison.changes, "run reverse, torch, cpu", "backward_s").status == \
+        "unchanged"
+    assert comparison.has_regressions == (status == "regressed")
+
+
+def test_runs_are_matched_by_identity_not_position() -> None:
+    before, after = _report(), _report()
+    before["runs"] = [_run("reverse", 1.0, 1.0), _run("torch-autograd", 2.0, None, True)]
+    after["runs"] = [_run("torch-autograd", 2.0, None, True), _run("reverse", 1.0, 1.0),
+                     _run("independent", 3.0, 3.0)]
+    comparison = compare_reports(before, after)
+    assert not comparison.has_regressions
+    baseline = _find(comparison.changes, "run torch-autograd, torch, cpu, baseline", "forward_s")
+    assert baseline.status == "unchanged"
+    assert _find(comparison.changes, "run independent, torch, cpu", "forward_s").status == "added"
+    _validate(comparison.to_dict())
+
+
+BATCH = """
+[[cases]]
+name = "mm"
+equation = "ab,bc->ac"
+shapes = "2x3,3x4"
+
+[[cases]]
+name = "gone"
+equation = "i->"
+shapes = "5"
+
+[[cases]]
+name = "breaks"
+equation = "ab,bc->ac"
+shapes = "2x3,3x4"
+"""
+
+
+def _batch(text: str) -> dict[str, Any]:
+    return run_cases(parse_cases(text, "toml")).to_dict()
+
+
+def test_batch_reports_are_matched_by_case_name() -> None:
+    before = _batch(BATCH)
+    after_text = BATCH.replace('name = "gone"\nequation = "i->"', 'name = "new"\nequation = "i->"')
+    after_text = after_text.replace('name = "breaks"\nequation = "ab,bc->ac"\nshapes = "2x3,3x4"',
+                                    'name = "breaks"\nequation = "ab,bc->ac"\nshapes = "2x3,4x4"')
+    comparison = compare_reports(before, _batch(after_text))
+    by_case = {(c.case, c.subject): c for c in comparison.changes if c.subject == "case"}
+    assert by_case[("gone", "case")].status == "removed"
+    assert by_case[("new", "case")].status == "added"
+    assert by_case[("breaks", "case")].status == "regressed"
+    assert "now fails" in by_case[("breaks", "case")].detail
+    assert {c.status for c in comparison.changes if c.case == "mm"} == {"unchanged"}
+    assert comparison.kind == "batch"
+    assert [c.case for c in comparison.regressions] == ["breaks"]
+    _validate(comparison.to_dict())
+
+
+def test_batch_case_that_recovers_improves() -> None:
+    broken = BATCH.replace('shapes = "2x3,3x4"\n', 'shapes = "2x3,4x4"\n')
+    comparison = compare_reports(_batch(broken), _batch(BATCH))
+    statuses = {c.case: c.status for c in comparison.changes if c.subject == "case"}
+    assert statuses == {"mm": "improved", "breaks": "improved"}
+    assert not comparison.has_regressions
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "match"),
+    [
+        ([], {}, "BEFORE is not an einsum-analyze report"),
+        ({"schema_version": 1, "forward": {}}, {"x": 1}, "AFTER is not an einsum-analyze"),
+        ({"schema_version": 99, "forward": {}}, {"schema_version": 1, "forward": {}},
+         "BEFORE has schema_version 99; this einsum-analyze reads 1"),
+        ({"schema_version": 1}, {"schema_version": 1, "forward": {}}, "neither 'forward'"),
+        ({"schema_version": 1, "forward": {}}, {"schema_version": 1, "cases": []},
+         "BEFORE is a report and AFTER a batch"),
+    ],
+)
+def test_unreadable_documents_raise(before: object, after: object, match: str) -> None:
+    with pytest.raises(InputFileError, match=match):
+        compare_reports(before, after)
+
+
+def test_negative_tolerance_is_refused() -> None:
+    with pytest.raises(InputFileError, match="tolerance"):
+        compare_reports(_report(), _report(), tolerance=-0.1)

@@ -1,0 +1,201 @@
+"""The small text formats users type: byte sizes, shapes, index sizes, operand lists."""
+
+from __future__ import annotations
+
+import pytest
+
+from einsum_analyze import PlanningError, ShapeError
+from einsum_analyze.parsing import parse_bytes, parse_operand_list, parse_shapes, parse_sizes
+
+# --- parse_bytes -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0", 0),
+        ("4096", 4096),
+        ("4096B", 4096),
+        ("4096 b", 4096),
+        ("1KB", 1000),
+        ("1kb", 1000),
+        ("2MB", 2_000_000),
+        ("2GB", 2 * 10**9),
+        ("3TB", 3 * 10**12),
+        ("1KiB", 1024),
+        ("1kib", 1024),
+        ("512MiB", 512 * 2**20),
+        ("512 MIB", 512 * 2**20),
+        ("2GiB", 2 * 2**30),
+        ("1TiB", 2**40),
+        ("1.5KiB", 1536),
+        (".5KB", 500),
+        ("0.5GiB", 2**29),
+        ("1.5e9B", 1_500_000_000),
+        ("1e3", 1000),
+        ("1.5B", 1),  # rounded down
+        ("  64MiB  ", 64 * 2**20),
+        # whole numbers stay exact beyond float precision
+        ("123456789012345678901", 123456789012345678901),
+        ("123456789012345678901TiB", 123456789012345678901 * 2**40),
+    ],
+)
+def test_parse_bytes(text, expected):
+    assert parse_bytes(text) == expected
+    assert isinstance(parse_bytes(text), int)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("", r"'' is not a byte size"),
+        ("lots", r"'lots' is not a byte size"),
+        ("-5MiB", r"'-5MiB' is not a byte size"),
+        ("5 M iB", r"is not a byte size"),
+        ("1,5GB", r"is not a byte size"),
+        ("MiB", r"'MiB' is not a byte size"),
+        ("5XB", r"unknown unit 'XB' in '5XB'"),
+        ("5mibs", r"unknown unit 'mibs'"),
+        ("5kibit", r"unknown unit 'kibit'"),
+    ],
+)
+def test_parse_bytes_errors(text, match):
+    with pytest.raises(ValueError, match=match):
+        parse_bytes(text)
+
+
+def test_parse_bytes_overflow_is_a_value_error():
+    with pytest.raises(ValueError, match=r"1e400"):
+        parse_bytes("1e400")
+
+
+# --- parse_shapes ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("512x2,2x7,()", ((512, 2), (2, 7), ())),
+        ("512x2,512x2,2x7,7x2x7", ((512, 2), (512, 2), (2, 7), (7, 2, 7))),
+        ("3", ((3,),)),
+        ("()", ((),)),
+        ("(),()", ((), ())),
+        (" 2x3 , 3X4 ", ((2, 3), (3, 4))),
+        ("2x3,3,()", ((2, 3), (3,), ())),
+        ("0x3", ((0, 3),)),  # a parse, not a check: parse_equation rejects size 0
+        ("[[512,2],[2,7],[]]", ((512, 2), (2, 7), ())),
+        (" [[8, 1, 32, 64], [1, 4, 64, 16]] ", ((8, 1, 32, 64), (1, 4, 64, 16))),
+        ("[]", ()),
+        ("[[]]", ((),)),
+        ("[[-1]]", ((-1,),)),  # likewise rejected later, with the operand named
+    ],
+)
+def test_parse_shapes(text, expected):
+    shapes = parse_shapes(text)
+    assert shapes == expected
+    assert all(isinstance(d, int) for shape in shapes for d in shape)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("", r"--shapes is empty"),
+        ("   ", r"--shapes is empty"),
+        ("2x3,,4", r"--shapes item 1 is empty; write \(\) for a scalar"),
+        ("2x3,", r"--shapes item 1 is empty"),
+        ("2x", r"--shapes item 0 '2x' is not of the form AxBxC"),
+        ("2x3,3xb", r"--shapes item 1 '3xb' is not of the form AxBxC"),
+        ("2*3", r"item 0 '2\*3' is not of the form"),
+        ("2x-3", r"item 0 '2x-3' is not of the form"),
+        ("2.5x3", r"item 0 '2\.5x3' is not of the form"),
+        ("(2,3)", r"item 0 '\(2' is not of the form"),
+        ("[[2,3]", r"--shapes is not valid JSON"),
+        ("[1,2]", r"--shapes JSON must be a list of lists"),
+        ("[[1],2]", r"--shapes JSON must be a list of lists"),
+        ("[[2,3],[2.5]]", r"--shapes operand 1 has size 2\.5; sizes are whole numbers"),
+        ("[[2,true]]", r"--shapes operand 0 has size True"),
+        ("[[\"2\"]]", r"--shapes operand 0 has size '2'"),
+        ("[[1e3]]", r"--shapes operand 0 has size 1000\.0"),
+    ],
+)
+def test_parse_shapes_errors(text, match):
+    with pytest.raises(ShapeError, match=match):
+        parse_shapes(text)
+
+
+# --- parse_sizes -------------------------------------------------------------------------
+
+
+def test_parse_sizes():
+    assert parse_sizes("b=512,c=2") == {"b": 512, "c": 2}
+    assert parse_sizes(" a = 2 , B=3 ") == {"a": 2, "B": 3}
+    assert parse_sizes("i=1099511627776") == {"i": 2**40}
+    assert list(parse_sizes("z=1,a=2")) == ["z", "a"]  # order kept
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("", r"--sizes item '' is not of the form label=size"),
+        ("a=2,", r"--sizes item '' is not of the form"),
+        ("a:2", r"--sizes item 'a:2' is not of the form label=size"),
+        ("a", r"--sizes item 'a' is not of the form"),
+        ("ab=2", r"--sizes item 'ab=2' is not of the form"),
+        ("=2", r"--sizes item '=2' is not of the form"),
+        ("1=2", r"--sizes item '1=2' is not of the form"),
+        ("a=", r"--sizes item 'a=' is not of the form"),
+        ("a=x", r"--sizes item 'a=x' is not of the form"),
+        ("a=-1", r"--sizes item 'a=-1' is not of the form"),
+        ("a=2.5", r"--sizes item 'a=2\.5' is not of the form"),
+        ("a=2,b=3,a=4", r"--sizes gives index 'a' twice"),
+    ],
+)
+def test_parse_sizes_errors(text, match):
+    with pytest.raises(ShapeError, match=match):
+        parse_sizes(text)
+
+
+# --- parse_operand_list ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "num", "expected"),
+    [
+        ("all", 4, (0, 1, 2, 3)),
+        (" ALL ", 2, (0, 1)),
+        ("all", 0, ()),
+        ("none", 4, ()),
+        ("None", 4, ()),
+        ("0,3", 4, (0, 3)),
+        ("3,0", 4, (0, 3)),
+        ("1,1", 4, (1,)),
+        ("9-17", 18, tuple(range(9, 18))),
+        ("0,2-3", 5, (0, 2, 3)),
+        ("2-3,0-2", 5, (0, 1, 2, 3)),
+        ("4-4", 5, (4,)),
+        (" 0 , 1-2 ", 3, (0, 1, 2)),
+    ],
+)
+def test_parse_operand_list(text, num, expected):
+    assert parse_operand_list(text, num) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "num", "match"),
+    [
+        ("", 3, r"operand list item '' is not a position or a range"),
+        ("x", 3, r"operand list item 'x' is not a position"),
+        ("0,a", 3, r"operand list item 'a'"),
+        ("-1", 3, r"operand list item '-1' is not a position"),
+        ("1-", 3, r"operand list item '1-'"),
+        ("1-2-3", 5, r"operand list item '1-2-3'"),
+        ("1.5", 3, r"operand list item '1\.5'"),
+        ("3-1", 5, r"operand range '3-1' runs backwards"),
+        ("3", 3, r"operand 3 does not exist; the equation has operands 0\.\.2"),
+        ("9-17", 10, r"operand 17 does not exist; the equation has operands 0\.\.9"),
+        ("0", 0, r"operand 0 does not exist"),
+    ],
+)
+def test_parse_operand_list_errors(text, num, match):
+    with pytest.raises(PlanningError, match=match):
+        parse_operand_list(text, num)
