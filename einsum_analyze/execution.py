@@ -168,7 +168,9 @@ class _Context:
     is_cuda: bool
 
 
-def _make_context(report: Report, device: str, seed: int, grad: Sequence[int]) -> _Context:
+def _make_context(
+    report: Report, device: str, seed: int, grad: Sequence[int], *, check: bool = True
+) -> _Context:
     import torch
 
     eq = report.equation
@@ -182,7 +184,7 @@ def _make_context(report: Report, device: str, seed: int, grad: Sequence[int]) -
     precise = _oracle_dtype(report.dtype)
     leaves = [t.detach().to(precise).requires_grad_(k in grad) for k, t in enumerate(operands)]
     oracle: dict[int, Any] = {}
-    if grad:
+    if grad and check:
         with torch.enable_grad():
             y = torch.einsum(eq.text, *leaves)
             wanted = [leaves[k] for k in grad]
@@ -200,11 +202,12 @@ def _make_context(report: Report, device: str, seed: int, grad: Sequence[int]) -
     return _Context(device, operands, upstream, oracle, tuple(grad), lambda: None, "none", False)
 
 
-def _free_bytes(context: _Context) -> int:
-    import torch
+def _free_bytes(device: str) -> int:
+    """Bytes free on the device now (CPU: the kernel's MemAvailable)."""
+    if device.startswith("cuda"):
+        import torch
 
-    if context.is_cuda:
-        free, _ = torch.cuda.mem_get_info(torch.device(context.device))
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
         return int(free)
     try:
         with open("/proc/meminfo", encoding="ascii") as meminfo:
@@ -251,36 +254,50 @@ def execute_report(
     warnings: list[str] = []
     ours = [s for s in report.strategies if s.name != "torch-autograd"]
     model = next((s for s in report.strategies if s.name == "torch-autograd"), None)
+    baselines = BASELINES if backend == "torch" else ()
     for device in devices:
         if backend == "numpy" and device != "cpu":
             raise BackendUnavailableError(f"the numpy backend runs on cpu only, not {device}")
-        context = _make_context(report, device, seed, grad)
-        for strategy in ours:
-            if on_progress is not None:
-                on_progress(f"{strategy.name} on {device} ({backend})")
-            reason = _refusal(report, strategy, context, max_memory_bytes, force)
+        # Decide every refusal first: a refused run allocates nothing, and a device
+        # where every run is refused gets no operands and no oracle either.
+        free = _free_bytes(device)
+        plans: list[tuple[str, bool, StrategyResult | None, str | None]] = [
+            (s.name, False, s, _refusal(report, s, device, free, max_memory_bytes, force))
+            for s in ours
+        ] + [
+            (name, True, model, _refusal(report, model, device, free, max_memory_bytes, force))
+            for name in baselines
+        ]
+        for name, is_baseline, _, reason in plans:
             if reason is not None:
-                runs.append(Run(strategy=strategy.name, is_baseline=False, device=device,
-                                backend=backend, skipped=reason))
-                continue
-            run = runners.run_strategy(report, strategy, context, backend=backend,
-                                       repeats=repeats, warmup=warmup)
-            runs.append(run)
-        if backend != "torch":
+                runs.append(Run(strategy=name, is_baseline=is_baseline, device=device,
+                                backend="torch" if is_baseline else backend, skipped=reason))
+        wanted = [(name, is_baseline, s) for name, is_baseline, s, reason in plans
+                  if reason is None]
+        if not wanted:
             continue
-        for baseline in BASELINES:
+        largest = max(_predicted_peak(report, s) for _, _, s in wanted)
+        check = bool(grad) and _oracle_bytes(report) + largest <= free
+        if grad and not check:
+            warnings.append(
+                f"on {device} the float64 oracle would not fit beside the runs "
+                f"({_oracle_bytes(report)} B): gradients were not checked"
+            )
+        context = _make_context(report, device, seed, grad, check=check)
+        for name, is_baseline, strategy in wanted:
             if on_progress is not None:
-                on_progress(f"{baseline} on {device}")
-            reason = _refusal(report, model, context, max_memory_bytes, force)
-            if reason is not None:
-                runs.append(Run(strategy=baseline, is_baseline=True, device=device,
-                                backend="torch", skipped=reason))
-                continue
-            run = runners.run_baseline(report, baseline, model, context, repeats=repeats,
-                                       warmup=warmup)
-            if run.skipped:
-                warnings.append(f"{baseline} on {device}: {run.skipped}")
+                on_progress(f"{name} on {device}" + ("" if is_baseline else f" ({backend})"))
+            if is_baseline:
+                run = runners.run_baseline(report, name, strategy, context, repeats=repeats,
+                                           warmup=warmup)
+                if run.skipped:
+                    warnings.append(f"{name} on {device}: {run.skipped}")
+            else:
+                assert strategy is not None
+                run = runners.run_strategy(report, strategy, context, backend=backend,
+                                           repeats=repeats, warmup=warmup)
             runs.append(run)
+        del context
     for run in runs:
         for phase, measurement in (("forward", run.forward), ("backward", run.backward)):
             if measurement is not None:
@@ -296,34 +313,43 @@ def _grad_of(report: Report) -> tuple[int, ...]:
     return ()
 
 
+def _predicted_peak(report: Report, strategy: StrategyResult | None) -> int:
+    """Predicted peak, inputs included; a margin for what the torch model leaves out."""
+    if strategy is None:
+        return int(report.forward_memory.peak_bytes * 1.25)
+    if strategy.name == "torch-autograd":
+        return int(strategy.memory.peak_bytes * 1.25)
+    return strategy.memory.peak_bytes
+
+
+def _oracle_bytes(report: Report) -> int:
+    """What the float64 (complex128) oracle holds: operands, retained tensors, gradients."""
+    precise = 16 if report.dtype.startswith("complex") else 8
+    scale = precise / report.itemsize
+    model = next((s for s in report.strategies if s.name == "torch-autograd"), None)
+    peak = model.memory.peak_bytes if model is not None else report.forward_memory.peak_bytes
+    return int(peak * scale * 1.25) + report.forward_memory.input_bytes
+
+
 def _refusal(
     report: Report,
     strategy: StrategyResult | None,
-    context: _Context,
+    device: str,
+    free: int,
     max_memory_bytes: int | None,
     force: bool,
 ) -> str | None:
     """Why a run must not start, or None."""
+    peak = _predicted_peak(report, strategy)
     if strategy is None:
-        peak = report.forward_memory.peak_bytes
         flops = report.plan.flops * 3
     else:
-        peak = strategy.memory.peak_bytes
         flops = strategy.forward_flops + strategy.backward_flops
-    # A baseline's own copies are not all modelled: leave it a margin.
-    if strategy is None or strategy.name == "torch-autograd":
-        peak = int(peak * 1.25)
-    oracle_bytes = 0
-    if context.grad:
-        precise = 16 if report.dtype.startswith("complex") else 8
-        oracle_bytes = sum(size_of(t, report.equation.size_dict)
-                           for t in report.equation.terms) * precise
     if max_memory_bytes is not None and peak > max_memory_bytes:
         return f"predicted peak {peak} B exceeds --max-memory {max_memory_bytes} B"
-    free = _free_bytes(context)
-    if peak > free - oracle_bytes:
-        return f"predicted peak {peak} B exceeds the {free} B free on {context.device}"
-    if not context.is_cuda and not force:
+    if peak > free:
+        return f"predicted peak {peak} B exceeds the {free} B free on {device}"
+    if device == "cpu" and not force:
         seconds = flops / CPU_FLOPS_PER_S
         if seconds > CPU_TIME_LIMIT_S:
             return (f"predicted {seconds:.0f} s per training step on cpu at "

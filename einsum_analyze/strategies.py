@@ -439,7 +439,7 @@ def _with_private_reductions(plan: Plan) -> Plan:
 
     An operand whose step sums an index of size above 1 that no other input of the step
     has gets a one-input step of its own before it; FLOPs are counted on the reduced
-    steps, so this model's forward FLOPs can be below opt_einsum's figure for the path.
+    steps, so this model's forward FLOPs can differ from opt_einsum's figure for the path.
     """
     equation = plan.equation
     num_ops = equation.num_operands

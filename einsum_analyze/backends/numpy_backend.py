@@ -126,7 +126,7 @@ def run_strategy_numpy(
     error = None
     if context.grad:
         error = max(
-            _relative_error(torch.from_numpy(np.ascontiguousarray(live[f"d{k}"])),
+            _relative_error(torch.from_numpy(np.array(live[f"d{k}"], copy=True)),
                             context.oracle[k])
             for k in context.grad
         )

@@ -24,18 +24,18 @@ from unittest import mock
 import numpy as np
 import pytest
 import torch
+from corpus import CASES, Case
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from strategies import EinsumProblem, einsum_problems, grad_subsets
 
 import einsum_analyze.strategies as strategies_module
-from corpus import CASES, Case
 from einsum_analyze import parse_equation, plan_contraction
 from einsum_analyze.backends.numpy_backend import run_events_numpy
 from einsum_analyze.backends.torch_backend import run_schedule
 from einsum_analyze.equation import Equation
 from einsum_analyze.planning import Plan
 from einsum_analyze.strategies import StrategyResult, build_strategy, plan_gradients
-from strategies import EinsumProblem, einsum_problems, grad_subsets
 
 ITEMSIZE = 8  # float64
 
@@ -50,7 +50,7 @@ MAX_INPUT_ELEMENTS = 200_000
 MAX_FLOPS = 2 * 10**7
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def corpus_plan(case: Case) -> Plan:
     return plan_contraction(parse_equation(case.equation, case.shapes))
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from corpus import by_name
+
 from einsum_analyze import parse_equation, plan_contraction
 from einsum_analyze.backends.torch_backend import compile_schedule, run_schedule
 from einsum_analyze.lowering import InputPrep, Layout, lower_contraction, lower_events
@@ -208,7 +208,8 @@ def test_promoted_copy_replaces_the_tensor_in_the_executor(readme):
             kept = op(live, [])
             if kept:
                 assert set(kept) == {"x5"}
-                assert kept["x5"].untyped_storage().data_ptr() != before.untyped_storage().data_ptr()
+                storage = kept["x5"].untyped_storage()
+                assert storage.data_ptr() != before.untyped_storage().data_ptr()
                 torch.testing.assert_close(kept["x5"], before)
                 live.update(kept)
     x5 = live["x5"]

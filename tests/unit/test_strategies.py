@@ -10,9 +10,9 @@ import math
 
 import pytest
 import torch
+from corpus import CASES, by_name
 
 import einsum_analyze.strategies as strategies_module
-from corpus import CASES, by_name
 from einsum_analyze import Plan, analyze, parse_equation, plan_contraction, simulate_memory
 from einsum_analyze.backends.torch_backend import run_schedule
 from einsum_analyze.memory import Event, forward_schedule, input_elements
@@ -126,7 +126,8 @@ def test_diag_private_reverse_by_hand():
     assert result.backward_flops == 64
     assert result.memory.retained_bytes == 0  # one step: only operands are read back
     # Elements: inputs 22; output 8 (+2 workspace: the j-sum of ijj) -> high 32;
-    # seed +8 = 38; d(k) +4 (+2 workspace) -> 44; core i +2 = 44; d(ijj) +18 = 62 (peak).
+    # seed +8 = 38; d(k) +4 = 42 (44 with its 2-element workspace); core i +2 = 44;
+    # d(ijj) +18 = 62 (the peak).
     mem = result.memory
     assert mem.forward_peak_bytes == 32 * F64
     assert mem.peak_bytes == 62 * F64
@@ -233,6 +234,20 @@ def test_tn18_dp_parameters_only_retains_688576_bytes(tn18):
     _, plans = tn18
     result = build("reverse", plans["dp"], list(range(9, 18)))
     assert result.memory.retained_bytes == 688_576  # DESIGN.md section 7: 689 KB
+
+
+def test_tn18_other_figures_of_design_section_7(tn18):
+    _, plans = tn18
+    # Greedy with only the 9 parameters differentiated keeps 21 KB.
+    assert build("reverse", plans["greedy"], list(range(9, 18))).memory.retained_bytes == 21_056
+    # dp with every operand differentiated keeps the sum of its intermediates but the
+    # output: 1,230,144 B (1.23 MB; DESIGN.md says 1.32 MB, torch's saved tensors on this
+    # path measure 1,230,144 B as well).
+    dp = plans["dp"]
+    assert dp.flops == 1_599_792 and dp.largest_intermediate_elements == 71_680
+    intermediates = sum(step.output_elements for step in dp.steps[:-1]) * F64
+    assert build("reverse", dp, list(range(18))).memory.retained_bytes == intermediates
+    assert intermediates == 1_230_144
 
 
 def test_tn18_path_choice_flips_with_the_grad_set(tn18):

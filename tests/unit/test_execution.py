@@ -1,0 +1,388 @@
+"""Execution on the CPU: runs of every strategy and baseline, memory, errors, safety, JSON.
+
+Small cases and few repeats: these check what is measured and reported, not speed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+import torch
+from click.testing import CliRunner
+
+import einsum_analyze.execution as execution
+from einsum_analyze import BackendUnavailableError, analyze, execute
+from einsum_analyze.cli import cli
+from einsum_analyze.execution import BASELINES, Run, resolve_devices
+from einsum_analyze.report import load_schema
+
+CHAIN = ("ab,bc,cd->ad", [(4, 5), (5, 6), (6, 3)])
+DIAG = ("ijj,k->ik", [(4, 3, 3), (5,)])
+FAST = {"devices": ["cpu"], "repeats": 2, "warmup": 0}
+OURS = ("reverse", "independent")
+RUN_KEYS = {"strategy", "device", "backend", "forward_s", "backward_s", "peak_bytes_measured",
+            "peak_bytes_predicted", "max_grad_error"}
+TIMING_KEYS = {"median", "p25", "p75", "iqr", "min", "max", "blocks", "calls_per_block",
+               "warmup_calls", "fence"}
+
+
+def by_strategy(report) -> dict[str, Run]:
+    runs = {run.strategy: run for run in report.runs}
+    assert len(runs) == len(report.runs), "one run per strategy and device"
+    return runs
+
+
+@pytest.fixture(scope="module")
+def chain32():
+    return execute(analyze(*CHAIN, dtype="float32"), **FAST)
+
+
+@pytest.fixture(scope="module")
+def diag64():
+    return execute(analyze(*DIAG, dtype="float64"), **FAST)
+
+
+# --- what runs -------------------------------------------------------------------------------
+
+
+def test_every_strategy_and_baseline_runs_on_cpu(chain32):
+    runs = by_strategy(chain32)
+    assert set(runs) == {*OURS, *BASELINES}
+    for name, run in runs.items():
+        assert run.skipped is None, run.skipped
+        assert run.device == "cpu"
+        assert run.backend == "torch"
+        assert run.is_baseline == (name in BASELINES)
+        assert run.forward is not None and run.forward.median_s > 0
+        assert run.backward is not None and run.backward.median_s > 0
+        assert len(run.forward.block_times_s) == 2
+        assert run.backward.calls_per_block == 1  # backward needs a fresh forward each call
+
+
+def test_our_runs_hold_exactly_the_predicted_bytes_on_cpu(chain32):
+    strategies = {s.name: s for s in chain32.strategies}
+    for name in OURS:
+        run = by_strategy(chain32)[name]
+        assert run.peak_bytes_measured == run.peak_bytes_predicted
+        assert run.peak_bytes_predicted == strategies[name].memory.peak_bytes_without_inputs
+        assert run.retained_bytes_measured == run.retained_bytes_predicted
+        assert run.retained_bytes_predicted == strategies[name].memory.retained_bytes
+
+
+def test_float32_gradients_are_close(chain32):
+    for run in chain32.runs:
+        assert run.max_grad_error is not None
+        assert 0 <= run.max_grad_error < 1e-5
+
+
+def test_float64_gradients_are_exact(diag64):
+    runs = by_strategy(diag64)
+    assert set(runs) == {*OURS, *BASELINES}
+    for run in runs.values():
+        assert run.skipped is None
+        assert run.max_grad_error < 1e-12
+    for name in OURS:
+        assert runs[name].peak_bytes_measured == runs[name].peak_bytes_predicted
+
+
+def test_baselines_measure_retained_bytes_with_hooks(chain32):
+    runs = by_strategy(chain32)
+    for name in BASELINES:
+        run = runs[name]
+        assert run.retained_bytes_measured is not None and run.retained_bytes_measured > 0
+        assert run.peak_bytes_measured is None  # not measurable on cpu
+        assert "saved_tensors_hooks" in run.measurement
+
+
+def test_opt_einsum_baseline_keeps_at_least_the_modelled_bytes(chain32):
+    # Same path as the model; torch may add permuted copies the model leaves out.
+    run = by_strategy(chain32)["opt_einsum-torch"]
+    assert run.retained_bytes_measured >= run.retained_bytes_predicted > 0
+
+
+def test_partial_gradients():
+    report = execute(analyze(*CHAIN, dtype="float64", grad="1"), **FAST)
+    runs = by_strategy(report)
+    for run in runs.values():
+        assert run.skipped is None and run.max_grad_error < 1e-12
+    for name in OURS:
+        assert runs[name].peak_bytes_measured == runs[name].peak_bytes_predicted
+        assert runs[name].retained_bytes_measured == runs[name].retained_bytes_predicted
+
+
+def test_cuda_prediction_rounds_every_allocation():
+    report = analyze(*CHAIN)
+    for strategy in report.strategies:
+        on_cpu = execution.predicted_peak_above_inputs(strategy, report, is_cuda=False)
+        on_cuda = execution.predicted_peak_above_inputs(strategy, report, is_cuda=True)
+        assert on_cpu == strategy.memory.peak_bytes_without_inputs
+        assert on_cuda % execution.CUDA_GRANULARITY == 0
+        # Every tensor of this case is below 512 B: each costs one 512-byte block.
+        assert on_cuda >= on_cpu
+        assert on_cuda == 512 * max_live_blocks(strategy)
+
+
+def max_live_blocks(strategy) -> int:
+    live: set[str] = set()
+    top = 0
+    for event in strategy.events:
+        if event.kind == "alloc":
+            live.add(event.tensor)
+            live.difference_update(name for name, _ in event.consumes)
+            top = max(top, len(live) + len(event.workspace))
+        else:
+            live.discard(event.tensor)
+    return top
+
+
+def test_without_gradients_nothing_runs_backward():
+    report = execute(analyze(*DIAG, dtype="float64", grad="none"), **FAST)
+    for run in report.runs:
+        assert run.skipped is None
+        assert run.backward is None
+        assert run.max_grad_error is None
+        assert run.forward is not None
+
+
+def test_numpy_backend_runs_ours_and_no_baseline():
+    report = execute(analyze(*DIAG, dtype="float64"), backend="numpy", **FAST)
+    runs = by_strategy(report)
+    assert set(runs) == set(OURS)
+    for run in runs.values():
+        assert run.backend == "numpy"
+        assert run.device == "cpu"
+        assert run.skipped is None
+        assert run.max_grad_error < 1e-12
+        assert run.peak_bytes_measured == run.peak_bytes_predicted
+
+
+def test_numpy_backend_on_a_broadcast_view_gradient(monkeypatch):
+    # The gradient of the (1, 4, 4, 2) operand is its core result viewed with a size-1
+    # broadcast label: contiguous and read-only in numpy.
+    real = torch.from_numpy
+
+    def from_numpy(array):
+        assert array.flags.writeable, "torch.from_numpy of a read-only array"
+        return real(array)
+
+    monkeypatch.setattr(torch, "from_numpy", from_numpy)
+    report = analyze("...ij,...jk->...ik", [(8, 1, 3, 4), (1, 4, 4, 2)], dtype="float64")
+    runs = execute(report, backend="numpy", **FAST).runs
+    assert all(run.skipped is None and run.max_grad_error < 1e-12 for run in runs)
+
+
+def test_progress_names_every_run():
+    seen: list[str] = []
+    execute(analyze(*DIAG, dtype="float64", grad="none"), on_progress=seen.append, **FAST)
+    assert len(seen) == 4
+    assert any("reverse" in label for label in seen)
+    assert any("opt_einsum-torch" in label for label in seen)
+
+
+# --- refusals --------------------------------------------------------------------------------
+
+
+def test_bfloat16_with_numpy_is_refused():
+    report = analyze(*DIAG, dtype="bfloat16")
+    with pytest.raises(BackendUnavailableError, match="bfloat16"):
+        execute(report, backend="numpy", **FAST)
+
+
+def test_unknown_backend_is_refused():
+    with pytest.raises(BackendUnavailableError, match="jax"):
+        execute(analyze(*DIAG), backend="jax", **FAST)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", "cuda:3"])
+def test_cuda_without_a_gpu_is_refused(device):
+    with pytest.raises(BackendUnavailableError, match="CUDA"):
+        execute(analyze(*DIAG), devices=[device], repeats=2, warmup=0)
+
+
+@pytest.mark.parametrize("device", ["tpu", "cuda:x", "gpu"])
+def test_unknown_device_is_refused(device):
+    with pytest.raises(BackendUnavailableError):
+        resolve_devices([device])
+
+
+def test_default_devices():
+    expected = ("cpu", "cuda:0") if torch.cuda.is_available() else ("cpu",)
+    assert resolve_devices(None) == expected
+    assert resolve_devices([" CPU ", "cpu"]) == ("cpu",)
+
+
+def test_tiny_max_memory_skips_every_run_with_its_reason():
+    report = execute(analyze(*CHAIN), max_memory=16, **FAST)
+    assert {run.strategy for run in report.runs} == {*OURS, *BASELINES}
+    for run in report.runs:
+        assert run.skipped is not None and "exceeds" in run.skipped
+        assert "--max-memory" in run.skipped
+        assert run.forward is None and run.peak_bytes_measured is None
+    assert execute(analyze(*CHAIN), max_memory="16B", **FAST).runs[0].skipped is not None
+
+
+def test_max_memory_skips_only_the_runs_above_it():
+    analysis = analyze(*CHAIN)
+    peaks = {s.name: s.memory.peak_bytes for s in analysis.strategies}
+    assert peaks["reverse"] < peaks["independent"]
+    report = execute(analysis, max_memory=peaks["reverse"], **FAST)
+    runs = by_strategy(report)
+    assert runs["reverse"].skipped is None  # at the limit: runs
+    assert runs["independent"].skipped is not None and "exceeds" in runs["independent"].skipped
+    assert str(peaks["independent"]) in runs["independent"].skipped
+
+
+def test_huge_flop_case_on_cpu_needs_force(monkeypatch):
+    # A deliberately slow "CPU" makes a tiny case far beyond reason without running it.
+    monkeypatch.setattr(execution, "CPU_FLOPS_PER_S", 1e-3)
+    report = execute(analyze(*CHAIN), **FAST)
+    assert len(report.runs) == 4
+    for run in report.runs:
+        assert run.skipped is not None and "--force" in run.skipped
+        assert "cpu" in run.skipped
+        assert run.forward is None
+    forced = execute(analyze(*CHAIN), force=True, **FAST)
+    assert all(run.skipped is None for run in forced.runs)
+
+
+def test_refused_runs_allocate_nothing(monkeypatch):
+    monkeypatch.setattr(execution, "CPU_FLOPS_PER_S", 1e-3)
+    calls = {"randn": 0, "einsum": 0}
+    real_randn, real_einsum = torch.randn, torch.einsum
+
+    def randn(*args, **kwargs):
+        calls["randn"] += 1
+        return real_randn(*args, **kwargs)
+
+    def einsum(*args, **kwargs):
+        calls["einsum"] += 1
+        return real_einsum(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "randn", randn)
+    monkeypatch.setattr(torch, "einsum", einsum)
+    report = execute(analyze(*CHAIN), **FAST)
+    assert all(run.skipped for run in report.runs)
+    assert calls == {"randn": 0, "einsum": 0}
+
+
+def test_bad_repeats_are_refused():
+    from einsum_analyze import PlanningError
+
+    with pytest.raises(PlanningError):
+        execute(analyze(*DIAG), devices=["cpu"], repeats=0)
+    with pytest.raises(PlanningError):
+        execute(analyze(*DIAG), devices=["cpu"], warmup=-1)
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+
+def test_report_with_runs_validates_against_the_schema(chain32):
+    data = chain32.to_dict()
+    jsonschema.validate(data, load_schema())
+    assert len(data["runs"]) == 4
+    for entry in data["runs"]:
+        assert RUN_KEYS <= set(entry)
+        assert TIMING_KEYS <= set(entry["forward_s"])
+    json.dumps(data, allow_nan=False)
+
+
+def test_skipped_runs_validate_against_the_schema():
+    data = execute(analyze(*CHAIN), max_memory=16, **FAST).to_dict()
+    jsonschema.validate(data, load_schema())
+    assert all(entry["skipped"] and entry["forward_s"] is None for entry in data["runs"])
+
+
+def test_run_to_dict():
+    run = Run(strategy="reverse", is_baseline=False, device="cpu", backend="torch",
+              skipped="predicted peak 10 B exceeds --max-memory 1 B")
+    assert run.to_dict() == {
+        "strategy": "reverse",
+        "baseline": False,
+        "device": "cpu",
+        "backend": "torch",
+        "forward_s": None,
+        "backward_s": None,
+        "peak_bytes_measured": None,
+        "peak_bytes_predicted": None,
+        "retained_bytes_measured": None,
+        "retained_bytes_predicted": None,
+        "max_grad_error": None,
+        "skipped": "predicted peak 10 B exceeds --max-memory 1 B",
+        "memory_measurement": "",
+    }
+
+
+# --- the command line ------------------------------------------------------------------------
+
+CLI_CASE = ["ab,bc,cd->ad", "--shapes", "4x5,5x6,6x3"]
+CLI_RUN = ["--device", "cpu", "--repeats", "2", "--warmup", "0", "--json", "-"]
+
+
+def test_cli_json_has_the_runs():
+    result = CliRunner().invoke(cli, [*CLI_CASE, *CLI_RUN], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    jsonschema.validate(data, load_schema())
+    runs = data["runs"]
+    assert isinstance(runs, list)
+    assert {entry["strategy"] for entry in runs} == {*OURS, *BASELINES}
+    for entry in runs:
+        assert RUN_KEYS <= set(entry)
+        assert entry["device"] == "cpu"
+        assert entry["backend"] == "torch"
+        assert entry["forward_s"]["median"] > 0
+        assert entry["backward_s"]["median"] > 0
+        assert entry["max_grad_error"] < 1e-5
+        if entry["strategy"] in OURS:
+            assert entry["peak_bytes_measured"] == entry["peak_bytes_predicted"]
+
+
+def test_cli_numpy_float64():
+    args = [*CLI_CASE, "--backend", "numpy", "--dtype", "float64", *CLI_RUN]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    runs = json.loads(result.stdout)["runs"]
+    assert [(entry["strategy"], entry["backend"]) for entry in runs] == [
+        ("reverse", "numpy"), ("independent", "numpy")]
+    assert all(entry["max_grad_error"] < 1e-12 for entry in runs)
+
+
+def test_cli_device_none_is_analysis_only():
+    args = [*CLI_CASE, "--device", "none", "--json", "-"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert "runs" not in data
+    assert [s["name"] for s in data["strategies"]] == ["reverse", "independent",
+                                                       "torch-autograd"]
+
+
+def test_cli_max_memory_skips_runs():
+    args = [*CLI_CASE, "--max-memory", "16B", *CLI_RUN]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    runs = json.loads(result.stdout)["runs"]
+    assert runs and all("exceeds" in entry["skipped"] for entry in runs)
+
+
+@pytest.mark.parametrize(
+    ("extra", "culprit"),
+    [
+        (["--backend", "numpy", "--dtype", "bfloat16"], "bfloat16"),
+        (["--device", "none,cpu"], "--device none"),
+        (["--device", "tpu"], "tpu"),
+        *([] if torch.cuda.is_available() else [(["--device", "cuda"], "CUDA")]),
+    ],
+)
+def test_cli_execution_errors_are_one_line(extra, culprit):
+    args = [*CLI_CASE, *extra, "--repeats", "2", "--warmup", "0", "--json", "-"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("Error:")
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert culprit in result.stderr
