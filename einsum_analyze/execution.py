@@ -20,7 +20,6 @@ from typing import Any, Literal
 
 from .errors import BackendUnavailableError
 from .memory import simulate_memory
-from .planning import size_of
 from .report import Report
 from .strategies import StrategyResult
 from .timing import Measurement
