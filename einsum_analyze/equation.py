@@ -21,6 +21,7 @@ MAX_DIM = 2**40
 
 _ELLIPSIS = "..."
 _ASCII_LABELS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_PLAIN = frozenset(_ASCII_LABELS + ",.->")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,7 +85,8 @@ def split_equation(text: str) -> tuple[list[str], str | None]:
         EquationError: On a character einsum does not accept or a malformed arrow.
     """
     compact = "".join(text.split())
-    for position, char in enumerate(compact):
+    plain = not set(compact).difference(_PLAIN)
+    for position, char in enumerate("" if plain else compact):
         if "\u2190" <= char <= "\u21ff":
             raise EquationError(
                 f"character {char!r} at position {position} of the equation looks like an "
@@ -145,15 +147,18 @@ def _check_dims(shapes: Sequence[Sequence[int]]) -> tuple[Shape, ...]:
     checked = []
     for number, shape in enumerate(shapes):
         dims = []
-        if not isinstance(shape, Sequence) and not hasattr(shape, "__iter__"):
+        if not hasattr(shape, "__iter__"):
             raise ShapeError(
                 f"shape {number} is {shape!r}; give a sequence of sizes such as (3,) or ()"
             )
         for axis, raw in enumerate(shape):
             try:
-                if isinstance(raw, bool):
+                if type(raw) is int:
+                    dim = raw
+                elif isinstance(raw, bool):
                     raise TypeError
-                dim = operator.index(raw)
+                else:
+                    dim = operator.index(raw)
             except TypeError:
                 raise ShapeError(
                     f"operand {number} dimension {axis} has size {raw!r}; sizes are integers"
@@ -287,21 +292,22 @@ def _unify_sizes(
                 )
 
     relabelled = []
+    size_dict = dict(sizes)
     for term, shape in zip(terms, dims, strict=True):
+        if 1 not in shape:
+            relabelled.append(term)
+            continue
         private: dict[str, str] = {}
         new = []
         for char, dim in zip(term, shape, strict=True):
             if dim == 1 and sizes[char] != 1:
                 if char not in private:
                     private[char] = next(fresh)
+                    size_dict[private[char]] = 1
                 new.append(private[char])
             else:
                 new.append(char)
         relabelled.append("".join(new))
-    size_dict = {}
-    for term, shape in zip(relabelled, dims, strict=True):
-        for char, dim in zip(term, shape, strict=True):
-            size_dict[char] = dim
     return relabelled, size_dict
 
 

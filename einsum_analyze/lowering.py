@@ -304,7 +304,7 @@ def lower_events(
                         layouts[name] = Layout.packed(terms[position],
                                                       kernel.inputs[position].copy)
                 layouts[event.tensor] = Layout.packed(out_term, kernel.out_order)
-                lowered.append(replace(event, kernel=kernel, workspace=kernel.workspace))
+                lowered.append(event._replace(kernel=kernel, workspace=kernel.workspace))
             case "view":
                 source = layouts.pop(event.inputs[0])
                 layouts[event.tensor] = source

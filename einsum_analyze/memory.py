@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from .planning import Plan, size_of
 
@@ -31,9 +31,11 @@ Phase = Literal["forward", "backward"]
 Operation = Literal["", "contract", "unreduce", "view", "seed"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Event:
+class Event(NamedTuple):
     """Allocate or free one tensor.
+
+    A named tuple rather than a frozen dataclass: schedules of large networks hold
+    hundreds of thousands of events, and a tuple is built three times faster.
 
     An allocation also says how its tensor is computed, so that an executor can run the
     schedule exactly as the memory model replays it.

@@ -46,7 +46,7 @@ OPTIMIZERS: tuple[str, ...] = (
 
 def size_of(labels: str, size_dict: SizeDict) -> int:
     """Number of elements of a tensor with these labels, repeats counted (1 for a scalar)."""
-    return math.prod(size_dict[char] for char in labels)
+    return math.prod([size_dict[char] for char in labels])
 
 
 def count_flops(contracted: str, has_sum: bool, num_terms: int, size_dict: SizeDict) -> int:
@@ -297,7 +297,8 @@ def _build_plan(equation: Equation, path: Sequence[Sequence[int]], optimizer: st
             )
         in_terms = tuple(terms.pop(p) for p in positions)
         in_ids = tuple(ids.pop(p) for p in positions)
-        joint = "".join(in_terms)
+        # Keys in order of first appearance in the step's inputs, as opt_einsum orders
+        # an intermediate's labels.
         counts: dict[Label, int] = {}
         for term in in_terms:
             for char in dict.fromkeys(term):
@@ -310,8 +311,7 @@ def _build_plan(equation: Equation, path: Sequence[Sequence[int]], optimizer: st
                 )
             out_term = equation.output
         else:
-            kept = [char for char in counts if holders[char] > counts[char]]
-            out_term = "".join(sorted(kept, key=joint.find))
+            out_term = "".join([char for char, n in counts.items() if holders[char] > n])
         removed = "".join(char for char in counts if char not in out_term)
         for char, n in counts.items():
             holders[char] -= n
@@ -321,7 +321,7 @@ def _build_plan(equation: Equation, path: Sequence[Sequence[int]], optimizer: st
         steps.append(
             Step(
                 index=index,
-                operands=tuple(int(p) for p in raw),
+                operands=tuple(raw),
                 inputs=in_ids,
                 output=next_id,
                 input_terms=in_terms,

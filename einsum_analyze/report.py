@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import platform
@@ -141,13 +142,19 @@ def _log10(value: int) -> float:
 
 def environment() -> dict[str, Any]:
     """Versions and platform of this process (no torch import)."""
+    return dict(_environment())
+
+
+@functools.cache
+def _environment() -> tuple[tuple[str, str], ...]:
+    # platform.platform() costs about 50 us a call: read it once per process.
     import opt_einsum
 
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "opt_einsum": opt_einsum.__version__,
-    }
+    return (
+        ("python", platform.python_version()),
+        ("platform", platform.platform()),
+        ("opt_einsum", opt_einsum.__version__),
+    )
 
 
 def dump_json(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], stream: IO[str]) -> None:
