@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from .execution import Run
 from .planning import Step
 from .report import Report
-from .timing import Measurement
 
 if TYPE_CHECKING:
     from .budgets import BudgetCheck
@@ -193,14 +193,18 @@ def _runs_table(report: Report) -> Table | None:
         return None
     table = Table(
         title="Runs (median per call; * fastest forward+backward, + leanest measured peak)",
-        caption="peak: measured / predicted, bytes above the inputs; vs torch: time and peak "
-        "over torch-autograd's on the same device",
+        caption="peak and retained: measured, bytes above the inputs; predicted: the model's "
+        "peak; vs torch: time, then peak, over torch-autograd's on the same device; the "
+        "JSON report has the spreads",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
     )
-    for header in ("strategy", "device", "forward", "backward", "peak", "retained",
-                   "grad error", "vs torch"):
+    for header in ("strategy", "device", "fwd", "bwd", "peak", "predicted", "retained",
+                   "grad err", "vs torch"):
         table.add_column(header, justify="left" if header in ("strategy", "device") else "right",
                          no_wrap=True)
     done = [r for r in report.runs if r.skipped is None and r.forward is not None]
+
     def total(run: Run) -> float:
         assert run.forward is not None
         return run.forward.median_s + (run.backward.median_s if run.backward else 0.0)
@@ -213,40 +217,34 @@ def _runs_table(report: Report) -> Table | None:
     for run in report.runs:
         name = run.strategy + ("" if run.backend == "torch" else f" ({run.backend})")
         if run.skipped is not None or run.forward is None:
-            table.add_row(name, run.device, f"skipped: {run.skipped}", "", "", "", "", "")
+            table.add_row(name, run.device, f"skipped: {run.skipped}")
             continue
         time_s = total(run)
-        mark = " *" if time_s == fastest[run.device] else ""
         peak = "-"
         if run.peak_bytes_measured is not None:
             peak = format_bytes(run.peak_bytes_measured)
-            if run.peak_bytes_measured == leanest.get(run.device):
-                peak += " +"
-        if run.peak_bytes_predicted is not None:
-            peak += f" / {format_bytes(run.peak_bytes_predicted)}"
+            peak += " +" if run.peak_bytes_measured == leanest.get(run.device) else ""
         versus = ""
         reference = torch_runs.get(run.device)
         if reference is not None and reference is not run:
             versus = f"{time_s / total(reference):.2f}x"
             if run.peak_bytes_measured and reference.peak_bytes_measured:
-                versus += f", {run.peak_bytes_measured / reference.peak_bytes_measured:.2f}x"
+                versus += f" {run.peak_bytes_measured / reference.peak_bytes_measured:.2f}x"
         table.add_row(
             name,
             run.device,
-            _spread(run.forward),
-            (_spread(run.backward) if run.backward else "-") + mark,
+            format_seconds(run.forward.median_s),
+            (format_seconds(run.backward.median_s) if run.backward else "-")
+            + (" *" if time_s == fastest[run.device] else ""),
             peak,
+            format_bytes(run.peak_bytes_predicted) if run.peak_bytes_predicted is not None
+            else "-",
             format_bytes(run.retained_bytes_measured) if run.retained_bytes_measured is not None
             else "-",
             f"{run.max_grad_error:.1e}" if run.max_grad_error is not None else "-",
             versus,
         )
     return table
-
-
-def _spread(measurement: Measurement) -> str:
-    return (f"{format_seconds(measurement.median_s)} "
-            f"±{measurement.relative_spread * 50:.0f}%")
 
 
 def _inference_peak(report: Report) -> int:
