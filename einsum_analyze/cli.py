@@ -275,35 +275,15 @@ def cli(
         budgets = _read_budgets(
             max_flops, max_backward_flops, max_peak, max_retained, max_time, budget_strategy
         )
+        settings = _Settings(optimize, memory_limit, dtype, grad, _split_names(strategies))
+        run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force)
         if cases_path is not None:
             if equation is not None or shapes is not None or sizes is not None:
                 raise click.UsageError("give either --cases or EQUATION with --shapes/--sizes")
-            return _analyze_cases(
-                cases_path,
-                optimize,
-                memory_limit,
-                dtype,
-                grad,
-                strategies,
-                _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force),
-                json_path,
-                budgets,
-            )
+            return _analyze_cases(cases_path, settings, run, json_path, budgets)
         if equation is None:
             raise click.UsageError("Missing argument 'EQUATION' (or give --cases FILE)")
-        return _analyze(
-            equation,
-            shapes,
-            sizes,
-            optimize,
-            memory_limit,
-            dtype,
-            grad,
-            strategies,
-            _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force),
-            json_path,
-            budgets,
-        )
+        return _analyze(equation, shapes, sizes, settings, run, json_path, budgets)
     except EinsumAnalyzeError as err:
         raise InputError(str(err)) from err
 
@@ -312,11 +292,7 @@ def _analyze(
     equation: str,
     shapes: str | None,
     sizes: str | None,
-    optimize: str,
-    memory_limit: str | None,
-    dtype: str,
-    grad: str,
-    strategies: str,
+    settings: _Settings,
     run: _RunOptions,
     json_path: str | None,
     budgets: Budgets,
@@ -324,7 +300,6 @@ def _analyze(
     from .analysis import analyze
     from .budgets import apply_budgets
     from .parsing import parse_shapes, parse_sizes
-    from .report import dump_json
 
     if (shapes is None) == (sizes is None):
         raise click.UsageError("give exactly one of --shapes and --sizes")
@@ -333,26 +308,23 @@ def _analyze(
         equation,
         parse_shapes(shapes) if shapes is not None else None,
         sizes=parse_sizes(sizes) if sizes is not None else None,
-        optimize=optimize,
-        memory_limit=memory_limit,
-        dtype=dtype,
-        grad=grad,
-        strategies=_split_names(strategies),
+        optimize=settings.optimize,
+        memory_limit=settings.memory_limit,
+        dtype=settings.dtype,
+        grad=settings.grad,
+        strategies=settings.strategies,
     )
     if devices != ():
         report = _execute(report, run, devices, show_progress=json_path != "-")
     report = apply_budgets(report, budgets)  # last: budgets read the strategies and runs
-    data = report.to_dict()
-    if json_path == "-":
-        dump_json(data, sys.stdout)
-        return _echo_budget_failures(report)
     if json_path is not None:
-        _write_json(data, json_path)
-    from rich.console import Console
+        _write_json(report.to_dict(), json_path)
+    if json_path != "-":
+        from rich.console import Console
 
-    from .render import render_report
+        from .render import render_report
 
-    render_report(report, Console())
+        render_report(report, Console())
     return _echo_budget_failures(report)
 
 
@@ -404,11 +376,7 @@ def _echo_budget_failures(report: Report, case: str | None = None) -> int:
 
 def _analyze_cases(
     cases_path: str,
-    optimize: str,
-    memory_limit: str | None,
-    dtype: str,
-    grad: str,
-    strategies: str,
+    settings: _Settings,
     run: _RunOptions,
     json_path: str | None,
     budgets: Budgets,
@@ -424,8 +392,9 @@ def _analyze_cases(
         raise InputError(f"cannot read the cases file {cases_path!r}: {err.strerror}") from err
     except UnicodeDecodeError as err:
         raise InputError(f"the cases file {cases_path!r} is not UTF-8 text") from err
-    defaults = CaseDefaults(dtype=dtype, optimize=optimize, memory_limit=memory_limit,
-                            grad=grad, strategies=_split_names(strategies), budgets=budgets)
+    defaults = CaseDefaults(dtype=settings.dtype, optimize=settings.optimize,
+                            memory_limit=settings.memory_limit, grad=settings.grad,
+                            strategies=settings.strategies, budgets=budgets)
     entries = parse_cases(text, fmt, defaults)
     devices = run.device_list()
 
@@ -452,6 +421,17 @@ def _analyze_cases(
     if batch.has_errors:
         return 2
     return 1 if batch.has_budget_failures else 0
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """The analysis options a single equation and a cases file share."""
+
+    optimize: str
+    memory_limit: str | None
+    dtype: str
+    grad: str
+    strategies: tuple[str, ...]
 
 
 @dataclass(frozen=True)
