@@ -185,7 +185,13 @@ def _make_context(
     oracle: dict[int, Any] = {}
     if grad and check:
         with torch.enable_grad():
-            y = torch.einsum(eq.text, *leaves)
+            if all(char.isascii() for char in eq.text):
+                y = torch.einsum(eq.text, *leaves)
+            else:
+                # torch.einsum takes 52 ASCII letters only; opt_einsum relabels each step.
+                import opt_einsum
+
+                y = opt_einsum.contract(eq.explicit, *leaves, backend="torch")
             wanted = [leaves[k] for k in grad]
             grads = torch.autograd.grad(y, wanted, upstream.to(precise).reshape(y.shape))
         oracle = {k: g.detach() for k, g in zip(grad, grads, strict=True)}

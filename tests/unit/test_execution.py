@@ -386,3 +386,16 @@ def test_cli_execution_errors_are_one_line(extra, culprit):
     assert result.stderr.startswith("Error:")
     assert result.stderr.count("\n") == 1, result.stderr
     assert culprit in result.stderr
+
+
+def test_non_ascii_labels_run_and_are_checked():
+    # torch.einsum takes ASCII letters only: the oracle goes through opt_einsum, our
+    # executor relabels each step, and the torch.einsum baseline reports its failure.
+    report = execute(analyze("éb,bc->éc", [(3, 4), (4, 5)], strategies=("reverse",)),
+                     devices=["cpu"], repeats=1, warmup=0)
+    runs = {run.strategy: run for run in report.runs}
+    assert runs["reverse"].skipped is None
+    assert runs["reverse"].max_grad_error is not None and runs["reverse"].max_grad_error < 1e-5
+    assert runs["opt_einsum-torch"].skipped is None
+    assert runs["torch-autograd"].skipped is not None
+    assert runs["torch-autograd"].skipped.startswith("failed:")
