@@ -314,7 +314,8 @@ def _analyze(
         grad=settings.grad,
         strategies=settings.strategies,
     )
-    if devices != ():
+    # Forward-only analysis (--strategy none) runs nothing unless a device was asked for.
+    if devices != () and (report.strategies or devices is not None):
         report = _execute(report, run, devices, show_progress=json_path != "-")
     report = apply_budgets(report, budgets)  # last: budgets read the strategies and runs
     if json_path is not None:
@@ -463,7 +464,9 @@ def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
     from .analysis import execute
 
     if not report.strategies:
-        raise click.UsageError("running needs at least one --strategy; use --device none")
+        raise click.UsageError(
+            "running needs at least one --strategy; drop --device or use --device none"
+        )
     if not (show_progress and sys.stdout.isatty()):
         return execute(report, devices=devices, backend=run.backend, repeats=run.repeats,
                        warmup=run.warmup, seed=run.seed, max_memory=run.max_memory,

@@ -279,3 +279,15 @@ def test_json_path_is_a_directory(tmp_path):
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.startswith("Error: cannot write the JSON report")
+
+
+def test_forward_only_runs_nothing_unless_a_device_is_asked_for():
+    result = CliRunner().invoke(cli, ["ij,jk->ik", "--shapes", "2x3,3x4", "--strategy", "none",
+                                      "--json", "-"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert "runs" not in data and "strategies" not in data
+    asked = CliRunner().invoke(cli, ["ij,jk->ik", "--shapes", "2x3,3x4", "--strategy", "none",
+                                     "--device", "cpu"])
+    assert asked.exit_code == 2 and asked.stdout == ""
+    assert "--strategy" in asked.stderr
