@@ -25,6 +25,8 @@ from .planning import OPTIMIZERS
 from .strategies import STRATEGIES
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from .budgets import Budgets
     from .report import Report
 
@@ -321,11 +323,10 @@ def _analyze(
     if json_path is not None:
         _write_json(report.to_dict(), json_path)
     if json_path != "-":
-        from rich.console import Console
 
         from .render import render_report
 
-        render_report(report, Console())
+        render_report(report, _console())
     return _echo_budget_failures(report)
 
 
@@ -409,11 +410,10 @@ def _analyze_cases(
     if json_path is not None:
         _write_json(batch.to_dict(), json_path)
     if json_path != "-":
-        from rich.console import Console
 
         from .render import render_batch
 
-        render_batch(batch, Console())
+        render_batch(batch, _console())
     for outcome in batch.cases:
         if outcome.report is None:
             click.echo(f"Error: case {outcome.name!r}: {outcome.error}", err=True)
@@ -484,6 +484,13 @@ def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
                        force=run.force, on_progress=on_progress)
 
 
+def _console() -> Console:
+    """A terminal's own width; 120 columns when the output goes to a file or a pipe."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=120)
+
+
 def _split_names(text: str) -> tuple[str, ...]:
     names = tuple(name.strip().lower() for name in text.split(",") if name.strip())
     return () if names in ((), ("none",)) else names
@@ -534,11 +541,10 @@ def _compare(before: str, after: str, tolerance: float, json_path: str | None) -
     from .render import regression_lines
 
     if json_path != "-":
-        from rich.console import Console
 
         from .render import render_comparison
 
-        render_comparison(comparison, Console())
+        render_comparison(comparison, _console())
     for line in regression_lines(comparison):
         click.echo(line, err=True)
     return 1 if comparison.has_regressions else 0
