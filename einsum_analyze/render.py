@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from rich import box
 from rich.console import Console
@@ -31,6 +31,8 @@ __all__ = [
 ]
 
 MAX_STEP_ROWS = 40
+
+T = TypeVar("T")
 
 
 def format_bytes(value: float) -> str:
@@ -63,13 +65,19 @@ def format_seconds(value: float) -> str:
     return f"{value / 1e-9:.3g} ns"
 
 
+def _costliest(
+    items: Sequence[T], *, cost: Callable[[T], int], order: Callable[[T], int]
+) -> list[T]:
+    """All items, or the MAX_STEP_ROWS costliest of them, in their own order."""
+    if len(items) <= MAX_STEP_ROWS:
+        return list(items)
+    return sorted(sorted(items, key=cost, reverse=True)[:MAX_STEP_ROWS], key=order)
+
+
 def _steps_table(report: Report) -> Table:
     plan = report.plan
     steps: Sequence[Step] = plan.steps
-    shown = steps
-    if len(steps) > MAX_STEP_ROWS:
-        costliest = sorted(steps, key=lambda s: s.flops, reverse=True)[:MAX_STEP_ROWS]
-        shown = sorted(costliest, key=lambda s: s.index)
+    shown = _costliest(steps, cost=lambda s: s.flops, order=lambda s: s.index)
     table = Table(title=f"Forward path ({plan.optimizer}): {len(steps)} steps")
     table.add_column("#", justify="right")
     table.add_column("step")
@@ -135,10 +143,9 @@ def _gradients_table(report: Report) -> Table | None:
     table.add_column("FLOPs", justify="right")
     table.add_column("then")
     table.add_column("gradient", justify="right")
-    rows = list(zip(gradients.specs, gradients.plans, strict=True))
-    if len(rows) > MAX_STEP_ROWS:
-        rows = sorted(rows, key=lambda row: row[1].flops, reverse=True)[:MAX_STEP_ROWS]
-        rows.sort(key=lambda row: row[0].operand)
+    every = list(zip(gradients.specs, gradients.plans, strict=True))
+    rows = _costliest(every, cost=lambda row: row[1].flops, order=lambda row: row[0].operand)
+    if len(rows) < len(every):
         table.caption = f"the {len(rows)} costliest of {len(gradients.specs)}; --json has all"
     for spec, plan in rows:
         then = {
