@@ -20,7 +20,8 @@ SsaPath: TypeAlias = tuple[tuple[int, ...], ...]
 """Single-static-assignment path: every tensor (input or intermediate) has one id."""
 
 DType = Literal["float16", "bfloat16", "float32", "float64", "complex64", "complex128"]
-Strategy = Literal["reverse", "independent", "torch-autograd"]
+Strategy: TypeAlias = str
+"""A registered strategy's name (:func:`einsum_analyze.strategies.strategy_names`)."""
 
 DTYPE_ITEMSIZE: Mapping[str, int] = {
     "float16": 2,

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ._types import DTYPE_ITEMSIZE, Strategy
+from ._types import DTYPE_ITEMSIZE
 from .equation import parse_equation, shapes_from_sizes
 from .errors import BackendUnavailableError, PlanningError, ShapeError
 from .lowering import lower_events
@@ -16,12 +16,12 @@ from .parsing import parse_bytes, parse_operand_list
 from .planning import parse_memory_limit, plan_contraction
 from .report import Report, environment
 from .strategies import (
-    LARGE_NETWORK,
-    SEARCH_LIMIT,
     STRATEGIES,
     GradientPlan,
     StrategyResult,
+    StrategySpec,
     build_strategy,
+    get_strategy,
     plan_gradients,
 )
 
@@ -38,6 +38,7 @@ def analyze(
     dtype: str = "float32",
     grad: str | Sequence[int] = "all",
     strategies: Sequence[str] | None = STRATEGIES,
+    strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Report:
     """Analyse an einsum: normalise it, plan its forward path, replay its memory.
 
@@ -48,12 +49,18 @@ def analyze(
         shapes: One shape per operand. Give exactly one of ``shapes`` and ``sizes``.
         sizes: The size of every index, e.g. ``{"b": 512, "c": 2}``.
         optimize: An opt_einsum optimizer name or an explicit linear path.
-        memory_limit: Largest intermediate for the planner: elements, ``"max_input"`` or a
-            byte size such as ``"512MiB"`` (converted with ``dtype``).
+        memory_limit: Largest intermediate, for the forward path and for every gradient
+            contraction a strategy plans: elements, ``"max_input"`` or a byte size such
+            as ``"512MiB"`` (converted with ``dtype``). A guarantee: a path that breaks
+            it is replanned with greedy under it, and the report's warnings say so, or
+            say that no path meets it.
         dtype: Element type for byte figures.
         grad: Operands that need a gradient: ``"all"``, ``"none"``, a list of positions,
             or text such as ``"0,3"`` or ``"9-17"``.
-        strategies: Backward strategies to model (``None`` or empty: forward only).
+        strategies: Registered backward strategies to model
+            (:func:`einsum_analyze.strategies.strategy_names`; ``None`` or empty:
+            forward only).
+        strategy_options: Options of the chosen strategies, by strategy name.
 
     Returns:
         The :class:`Report`.
@@ -88,8 +95,8 @@ def analyze(
     strategy_results: list[StrategyResult] = []
     inference: MemoryProfile | None = None
     gradients: GradientPlan | None = None
-    warnings: list[str] = []
-    chosen = _check_strategies(strategies or ())
+    warnings: list[str] = list(plan.warnings)
+    chosen = _check_strategies(strategies or (), strategy_options or {})
     if chosen:
         if isinstance(grad, str):
             operands = parse_operand_list(grad, eq.num_operands)
@@ -101,36 +108,16 @@ def analyze(
                         f"operand {k} does not exist; the equation has operands "
                         f"0..{eq.num_operands - 1}"
                     )
-        for name in chosen:
-            if name == "independent":
-                continue
-            strategy_results.append(build_strategy(name, plan, operands, itemsize=itemsize))
-        if "independent" in chosen:
+        if any(spec.needs_gradient_plans for spec in chosen):
             name_ = optimize if isinstance(optimize, str) else "auto"
-            gradients = plan_gradients(eq, operands, name_, forward=plan)
-            if gradients.optimizer != name_:
-                reason = (
-                    f"the network has over {LARGE_NETWORK} operands"
-                    if eq.num_operands > LARGE_NETWORK
-                    else f"{name_!r} searches too long to run once per operand above "
-                    f"{SEARCH_LIMIT} operands"
-                )
-                warnings.append(
-                    f"the independent strategy follows the forward tree re-rooted at each "
-                    f"operand for its {len(operands)} gradient contractions instead of "
-                    f"planning each with {name_!r}: {reason}"
-                )
-            strategy_results.append(
-                build_strategy("independent", plan, operands, itemsize=itemsize,
-                               gradients=gradients)
+            gradients = plan_gradients(eq, operands, name_, forward=plan, memory_limit=limit)
+        for spec in chosen:
+            result = build_strategy(
+                spec.name, plan, operands, itemsize=itemsize, gradients=gradients,
+                options=(strategy_options or {}).get(spec.name),
             )
-        if "torch-autograd" in chosen:
-            warnings.append(
-                "the torch-autograd model counts the reduced copies torch.einsum keeps for "
-                "backward but not the permuted copies it may make before a matrix product"
-            )
-        order: dict[str, int] = {name: number for number, name in enumerate(chosen)}
-        strategy_results.sort(key=lambda result: order[result.name])
+            strategy_results.append(result)
+            warnings.extend(w for w in result.warnings if w not in warnings)
         inference = simulate_memory(
             lower_events(forward_schedule(plan), eq.terms, eq.size_dict),
             input_elements=input_elements(plan),
@@ -153,17 +140,21 @@ def analyze(
     )
 
 
-def _check_strategies(names: Sequence[str]) -> tuple[Strategy, ...]:
-    chosen: list[Strategy] = []
+def _check_strategies(
+    names: Sequence[str], options: Mapping[str, Mapping[str, Any]]
+) -> tuple[StrategySpec, ...]:
+    """The registered strategies named, each once, in the order given."""
+    chosen: dict[str, StrategySpec] = {}
     for name in names:
-        match = next((s for s in STRATEGIES if s == name), None)
-        if match is None:
+        spec = get_strategy(name)
+        chosen.setdefault(spec.name, spec)
+    for name in options:
+        if name not in chosen:
             raise PlanningError(
-                f"unknown strategy {name!r}; choose from: {', '.join(STRATEGIES)}"
+                f"options given for strategy {name!r}, which is not among the chosen: "
+                f"{', '.join(chosen) or 'none'}"
             )
-        if match not in chosen:
-            chosen.append(match)
-    return tuple(chosen)
+    return tuple(chosen.values())
 
 
 def execute(

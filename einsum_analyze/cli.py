@@ -22,7 +22,7 @@ from . import __version__
 from ._types import DType
 from .errors import EinsumAnalyzeError
 from .planning import OPTIMIZERS
-from .strategies import STRATEGIES
+from .strategies import STRATEGIES, get_strategy, strategy_names
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -179,8 +179,9 @@ class _AnalyzeCommand(_OneLineErrors):
     default=",".join(STRATEGIES),
     show_default=True,
     metavar="NAMES",
-    help="Backward strategies to model, comma-separated: reverse, independent, "
-    "torch-autograd; 'none' for forward only.",
+    help="Backward strategies to model, comma-separated, or 'none' for forward only: "
+    + "; ".join(f"{name}: {get_strategy(name).description}" for name in strategy_names())
+    + ".",
 )
 @click.option(
     "--device",

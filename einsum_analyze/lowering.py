@@ -17,13 +17,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
 
-from .memory import Event
+from .schedule import Event, InputPrep, Kernel
 
-__all__ = ["InputPrep", "Kernel", "Layout", "lower_events"]
-
-KernelKind = Literal["bmm", "mul", "reduce", "copy", "einsum"]
+__all__ = ["InputPrep", "Kernel", "Layout", "lower_contraction", "lower_events"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,54 +47,6 @@ class Layout:
     def packed(cls, dims: str, memory: Sequence[str]) -> Layout:
         """A dense tensor written by a kernel in the memory order ``memory``."""
         return cls(dims, tuple(memory), True)
-
-
-@dataclass(frozen=True, slots=True)
-class InputPrep:
-    """What happens to one input before the product.
-
-    Attributes:
-        reduce: Labels summed away first (private to this input, size > 1).
-        keep: Memory order of the labels kept by the sum (when ``reduce``).
-        copy: Memory order of a dense copy made before the product; empty for none.
-        order: Memory order of the input as the product reads it (size-1 labels left out).
-    """
-
-    reduce: tuple[str, ...]
-    keep: tuple[str, ...]
-    copy: tuple[str, ...]
-    order: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Kernel:
-    """How the executor computes one contraction.
-
-    Attributes:
-        kind: ``"bmm"``, ``"mul"`` (no index summed between inputs), ``"reduce"`` (one
-            input, indices summed), ``"copy"`` (one input, nothing summed) or ``"einsum"``
-            (three or more inputs: torch.einsum, workspace not modelled).
-        inputs: Preparation of each input.
-        batch: Batch labels of the product, in order.
-        left: Labels of the first input kept in the output.
-        contracted: Labels summed by the product.
-        right: Labels of the second input kept in the output.
-        out_order: Memory order of the output's labels (size > 1).
-        workspace: Elements of each temporary, in allocation order.
-        promote: Inputs whose dense copy replaces them once the step is done, because
-            they are kept for backward: one tensor is kept, not two, and the backward
-            product reads the copy without copying again.
-    """
-
-    kind: KernelKind
-    inputs: tuple[InputPrep, ...]
-    batch: tuple[str, ...] = ()
-    left: tuple[str, ...] = ()
-    contracted: tuple[str, ...] = ()
-    right: tuple[str, ...] = ()
-    out_order: tuple[str, ...] = ()
-    workspace: tuple[int, ...] = ()
-    promote: tuple[int, ...] = ()
 
 
 def _memory_labels(dims: str, sizes: Mapping[str, int]) -> tuple[tuple[str, ...], bool]:
@@ -265,7 +214,7 @@ def lower_events(
     """Attach a :class:`Kernel` and its workspace to every contraction of a schedule.
 
     Args:
-        events: A schedule (see :mod:`einsum_analyze.memory`).
+        events: A schedule (see :mod:`einsum_analyze.schedule`).
         operand_terms: The caller's operands' terms (stored contiguously).
         sizes: Size of every label.
 

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from .planning import Plan, size_of
-
-if TYPE_CHECKING:
-    from .lowering import Kernel
+from .schedule import Event
 
 __all__ = [
     "Event",
@@ -25,54 +22,6 @@ __all__ = [
     "simulate_memory",
     "tensor_name",
 ]
-
-EventKind = Literal["alloc", "free"]
-Phase = Literal["forward", "backward"]
-Operation = Literal["", "contract", "unreduce", "view", "seed"]
-
-
-class Event(NamedTuple):
-    """Allocate or free one tensor.
-
-    A named tuple rather than a frozen dataclass: schedules of large networks hold
-    hundreds of thousands of events, and a tuple is built three times faster.
-
-    An allocation also says how its tensor is computed, so that an executor can run the
-    schedule exactly as the memory model replays it.
-
-    Attributes:
-        kind: ``"alloc"`` or ``"free"``.
-        tensor: The tensor's name, unique within a schedule (e.g. ``"x20"``, ``"g3"``).
-            The caller's operands are ``"in0"``, ``"in1"``, ... and are never allocated.
-        elements: Elements the event allocates or frees.
-        phase: ``"forward"`` or ``"backward"``.
-        op: How an allocated tensor is computed: ``"contract"`` (an einsum of ``inputs``),
-            ``"unreduce"`` (broadcast and diagonal-embed one input into a new tensor),
-            ``"view"`` (a permuted or broadcast view that takes over its input's storage),
-            ``"seed"`` (the upstream gradient, made by the caller).
-        inputs: Names of the tensors the computation reads.
-        equation: The computation as an einsum-like equation over labels.
-        view: For ``"contract"``: the term the result is viewed as (broadcast or permuted);
-            empty when the result is used as computed.
-        consumes: Inputs whose storage ends with this event (a view takes it over).
-        flops: FLOPs of the computation (opt_einsum convention).
-        kernel: How the executor runs a contraction (set by :mod:`einsum_analyze.lowering`).
-        workspace: Elements of the temporaries the computation allocates and frees
-            before the event ends, in allocation order.
-    """
-
-    kind: EventKind
-    tensor: str
-    elements: int
-    phase: Phase
-    op: Operation = ""
-    inputs: tuple[str, ...] = ()
-    equation: str = ""
-    view: str = ""
-    consumes: tuple[tuple[str, int], ...] = ()
-    flops: int = 0
-    kernel: Kernel | None = None
-    workspace: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ._types import Label, LinearPath, SizeDict, SsaPath, Term
 from .equation import Equation
@@ -20,6 +20,7 @@ __all__ = [
     "Plan",
     "Step",
     "count_flops",
+    "check_memory_limit",
     "parse_memory_limit",
     "plan_contraction",
     "size_of",
@@ -118,6 +119,8 @@ class Plan:
         flops: Total FLOPs, equal to opt_einsum's ``PathInfo.opt_cost`` for this path.
         naive_flops: FLOPs of a single all-at-once contraction (opt_einsum's naive cost).
         largest_intermediate_elements: Largest tensor a step produces (the output counts).
+        warnings: What the user should know about how the path was chosen (a memory
+            limit the optimizer broke, a fallback); ``analyze`` puts them in the report.
     """
 
     equation: Equation
@@ -127,6 +130,7 @@ class Plan:
     flops: int
     naive_flops: int
     largest_intermediate_elements: int
+    warnings: tuple[str, ...] = ()
 
     @property
     def ssa_path(self) -> SsaPath:
@@ -224,13 +228,25 @@ def plan_contraction(
     equation: Equation,
     optimize: str | Sequence[Sequence[int]] = "auto",
     memory_limit: int | None = None,
+    *,
+    subject: str = "the forward pass",
+    note_output: bool = True,
 ) -> Plan:
     """Choose a forward path with opt_einsum and describe every step.
+
+    A memory limit is a guarantee, as far as any path can keep it: the limit bounds
+    every intermediate a step builds, not the inputs and not the final output (as in
+    opt_einsum, where ``memory_limit`` is "the largest intermediate tensor contract will
+    build"). opt_einsum's ``random-greedy``, ``dp`` and ``auto-hq`` may return a path over
+    the limit, or fail; such a path is replaced (:func:`check_memory_limit`) and the
+    plan's ``warnings`` say so.
 
     Args:
         equation: The normalised equation.
         optimize: An opt_einsum optimizer name, or an explicit linear path.
         memory_limit: Largest intermediate allowed, in elements (opt_einsum's meaning).
+        subject: What is planned, for the warnings (``"operand 3's gradient"``).
+        note_output: Warn when the final output alone is over the limit.
 
     Returns:
         The :class:`Plan`.
@@ -245,27 +261,134 @@ def plan_contraction(
         128
     """
     if not isinstance(optimize, str):
-        return _build_plan(equation, optimize, "explicit")
-    name = optimize.lower()
-    if name not in OPTIMIZERS:
-        raise PlanningError(
-            f"unknown optimizer {optimize!r}; choose one of: {', '.join(OPTIMIZERS)}"
+        plan = _build_plan(equation, optimize, "explicit")
+    else:
+        name = optimize.lower()
+        if name not in OPTIMIZERS:
+            raise PlanningError(
+                f"unknown optimizer {optimize!r}; choose one of: {', '.join(OPTIMIZERS)}"
+            )
+        try:
+            plan = _build_plan(equation, _find_path(equation, name, memory_limit), name)
+        except PlanningError as err:
+            if memory_limit is None or name == "greedy":
+                raise
+            # dp raises when no path it searches meets the limit: greedy always finds one.
+            greedy = _build_plan(equation, _find_path(equation, "greedy", memory_limit),
+                                 "greedy")
+            plan = replace(greedy, warnings=(
+                f"{name} found no path for {subject} under the memory limit of "
+                f"{memory_limit:,} elements ({err.__cause__ or err}); planned with greedy "
+                f"under the limit{_all_at_once(greedy)}",
+            ))
+    if memory_limit is None:
+        return plan
+    return check_memory_limit(plan, memory_limit, subject=subject, note_output=note_output)
+
+
+def check_memory_limit(
+    plan: Plan, memory_limit: int, *, subject: str = "the forward pass",
+    note_output: bool = True,
+) -> Plan:
+    """Keep a plan to a memory limit on its intermediates, or say why it cannot be kept.
+
+    A plan none of whose intermediates (every step's output but the last) is over the
+    limit is returned as it is. Otherwise the path is replanned with opt_einsum's greedy
+    under the limit (which contracts all remaining tensors at once where no pair fits,
+    so it always meets the limit) and a warning names the figure that broke it. If the
+    replanned path still breaks it, the path with the smaller largest intermediate is
+    kept and the warning says that no path met the limit. A final output over the limit
+    is noted too: no path can make it smaller.
+
+    Args:
+        plan: The plan to check.
+        memory_limit: Largest intermediate allowed, in elements.
+        subject: What is planned, for the warnings.
+        note_output: Warn when the final output alone is over the limit.
+
+    Returns:
+        A plan that meets the limit, or the best found, with warnings.
+
+    Example:
+        >>> from einsum_analyze import parse_equation
+        >>> eq = parse_equation("ea,ac,ce->", [(32, 32)] * 3)
+        >>> plan = check_memory_limit(Plan.from_path(eq, [(0, 1), (0, 1)]), 64)
+        >>> plan.optimizer, plan.path
+        ('greedy', ((0, 1, 2),))
+    """
+    warnings = list(plan.warnings)
+    over = _largest_intermediate(plan)
+    if over is not None and over.output_elements > memory_limit:
+        who = "the given path" if plan.optimizer == "explicit" else f"{plan.optimizer}'s path"
+        broke = (
+            f"{who} for {subject} builds an intermediate of {over.output_elements:,} "
+            f"elements (step {over.index}, {over.equation}), over the memory limit of "
+            f"{memory_limit:,} elements"
         )
+        greedy = _build_plan(
+            plan.equation, _find_path(plan.equation, "greedy", memory_limit), "greedy"
+        )
+        again = _largest_intermediate(greedy)
+        if again is None or again.output_elements <= memory_limit:
+            warnings.append(
+                f"{broke}; replanned with greedy under the limit ({plan.flops:,} -> "
+                f"{greedy.flops:,} FLOPs){_all_at_once(greedy)}"
+            )
+            plan = greedy
+        else:
+            if again.output_elements < over.output_elements:
+                plan = greedy
+            warnings.append(
+                f"{broke}; no path found meets the limit: greedy's largest intermediate "
+                f"has {again.output_elements:,} elements; the report uses "
+                f"{plan.optimizer}'s path, over the limit"
+            )
+    output = plan.steps[-1].output_elements
+    if note_output and output > memory_limit:
+        warnings.append(
+            f"the output of {subject} has {output:,} elements, over the memory limit of "
+            f"{memory_limit:,} elements: no path makes it smaller (the limit bounds "
+            f"intermediates only, as in opt_einsum)"
+        )
+    if tuple(warnings) == plan.warnings:
+        return plan
+    return replace(plan, warnings=tuple(warnings))
+
+
+def _find_path(
+    equation: Equation, name: str, memory_limit: int | None
+) -> list[tuple[int, ...]]:
+    """opt_einsum's path for ``equation`` with optimizer ``name``."""
     num_ops = equation.num_operands
     if num_ops <= 2:
-        path: list[tuple[int, ...]] = [tuple(range(num_ops))]
-    else:
-        from opt_einsum import paths
+        return [tuple(range(num_ops))]
+    from opt_einsum import paths
 
-        input_sets = [frozenset(term) for term in equation.terms]
-        try:
-            found = paths.get_path_fn(name)(
-                input_sets, frozenset(equation.output), dict(equation.size_dict), memory_limit
-            )
-        except (ValueError, KeyError, RuntimeError) as err:
-            raise PlanningError(f"optimizer {name!r} failed: {err}") from err
-        path = [tuple(int(i) for i in step) for step in found]
-    return _build_plan(equation, path, name)
+    input_sets = [frozenset(term) for term in equation.terms]
+    try:
+        found = paths.get_path_fn(name)(
+            input_sets, frozenset(equation.output), dict(equation.size_dict), memory_limit
+        )
+    except (ValueError, KeyError, RuntimeError) as err:
+        raise PlanningError(f"optimizer {name!r} failed: {err}") from err
+    return [tuple(int(i) for i in step) for step in found]
+
+
+def _largest_intermediate(plan: Plan) -> Step | None:
+    """The step building the largest intermediate (the final output aside); None if none."""
+    inner = plan.steps[:-1]
+    return max(inner, key=lambda step: step.output_elements) if inner else None
+
+
+def _all_at_once(plan: Plan) -> str:
+    """A note when a plan's last step contracts more than two tensors at once."""
+    last = plan.steps[-1]
+    if len(last.inputs) <= 2:
+        return ""
+    return (
+        f"; its last step contracts {len(last.inputs)} tensors at once "
+        f"({last.flops:,} FLOPs)"
+    )
 
 
 def _build_plan(equation: Equation, path: Sequence[Sequence[int]], optimizer: str) -> Plan:

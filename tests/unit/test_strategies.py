@@ -12,7 +12,7 @@ import pytest
 import torch
 from corpus import CASES, by_name
 
-import einsum_analyze.strategies as strategies_module
+import einsum_analyze.strategies.gradient_plans as gradient_plans_module
 from einsum_analyze import Plan, analyze, parse_equation, plan_contraction, simulate_memory
 from einsum_analyze.backends.torch_backend import run_schedule
 from einsum_analyze.memory import Event, forward_schedule, input_elements
@@ -309,7 +309,7 @@ def test_plan_gradients_above_large_network_follows_the_forward_tree(monkeypatch
     case = by_name("chain-4")
     eq = parse_equation(case.equation, case.shapes)
     plan = plan_contraction(eq, "optimal")
-    monkeypatch.setattr(strategies_module, "LARGE_NETWORK", 0)
+    monkeypatch.setattr(gradient_plans_module, "LARGE_NETWORK", 0)
     grad = list(range(eq.num_operands))
     gradients = plan_gradients(eq, grad, "optimal", forward=plan)
     assert gradients.optimizer == "forward-tree"

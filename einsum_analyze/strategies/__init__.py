@@ -1,0 +1,62 @@
+"""Backward strategies as schedules, their FLOPs and their memory (DESIGN.md section 4).
+
+Every strategy is one list of :class:`~einsum_analyze.schedule.Event`: the forward pass,
+then the backward pass. The same list is replayed for memory and run by the executor.
+Strategies are registered by name (:mod:`.registry`); each lives in a module of its own:
+
+- ``reverse`` (:mod:`.reverse`): reverse mode through the forward tree.
+- ``independent`` (:mod:`.independent`): each operand's gradient as its own planned
+  einsum (:mod:`.gradient_plans`); nothing is retained.
+- ``torch-autograd`` (:mod:`.torch_model`): a model of torch autograd on the same path.
+
+Operands that need no gradient cost nothing: their gradients are never computed and
+nothing is retained on their account. docs/strategies.md shows how to add a strategy:
+one module plus one registration.
+"""
+
+from __future__ import annotations
+
+from .common import GradientPlan, ScheduleBuilder, StrategyInput, StrategyResult
+from .gradient_plans import LARGE_NETWORK, SEARCH_LIMIT, SEARCHING_OPTIMIZERS, plan_gradients
+from .independent import SPEC as _INDEPENDENT
+from .registry import (
+    StrategyBuilder,
+    StrategySpec,
+    build_strategy,
+    default_strategy_names,
+    get_strategy,
+    register_strategy,
+    strategy_names,
+    unregister_strategy,
+)
+from .reverse import SPEC as _REVERSE
+from .torch_model import SPEC as _TORCH_MODEL
+
+__all__ = [
+    "LARGE_NETWORK",
+    "SEARCHING_OPTIMIZERS",
+    "SEARCH_LIMIT",
+    "STRATEGIES",
+    "GradientPlan",
+    "ScheduleBuilder",
+    "StrategyBuilder",
+    "StrategyInput",
+    "StrategyResult",
+    "StrategySpec",
+    "build_strategy",
+    "default_strategy_names",
+    "get_strategy",
+    "plan_gradients",
+    "register_strategy",
+    "strategy_names",
+    "unregister_strategy",
+]
+
+# The built-in strategies, in the order reports list them. A new strategy is one module
+# plus one line here.
+for _spec in (_REVERSE, _INDEPENDENT, _TORCH_MODEL):
+    register_strategy(_spec)
+
+STRATEGIES: tuple[str, ...] = default_strategy_names()
+"""The strategies modelled by default (the built-in ones, read from the registry at
+import). :func:`strategy_names` also lists any registered later."""

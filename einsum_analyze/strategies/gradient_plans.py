@@ -1,0 +1,134 @@
+"""Every operand's gradient core planned as its own einsum (DESIGN.md section 3).
+
+Strategies that differentiate each operand on its own (``independent``) register with
+``needs_gradient_plans=True``; :func:`einsum_analyze.analyze` then plans the cores once,
+here, under the same memory limit as the forward path, and puts them in the report.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from ..equation import Equation
+from ..gradients import derive_gradients
+from ..planning import Plan, check_memory_limit, plan_contraction
+from .common import GradientPlan
+
+__all__ = [
+    "LARGE_NETWORK",
+    "SEARCHING_OPTIMIZERS",
+    "SEARCH_LIMIT",
+    "plan_gradients",
+]
+
+LARGE_NETWORK = 64
+"""Above this many operands the independent strategy follows the re-rooted forward tree."""
+
+SEARCHING_OPTIMIZERS = frozenset({"optimal", "dp", "dynamic-programming", "branch-all",
+                                  "auto-hq"})
+"""Optimizers whose search time grows steeply: planning one core per operand with them
+can take minutes (``dp`` on each of the 18 cores of ``tn18-b512``: about 4 s each)."""
+
+SEARCH_LIMIT = 8
+"""Above this many operands, the independent strategy does not search once per operand
+with one of :data:`SEARCHING_OPTIMIZERS`: its cores follow the re-rooted forward tree."""
+
+
+def plan_gradients(
+    equation: Equation,
+    operands: Sequence[int],
+    optimize: str = "auto",
+    forward: Plan | None = None,
+    memory_limit: int | None = None,
+) -> GradientPlan:
+    """Derive and plan the core contraction of every operand in ``operands``.
+
+    Each core is planned with ``optimize``, except where that would search too long:
+    above :data:`LARGE_NETWORK` operands, or above :data:`SEARCH_LIMIT` operands with a
+    searching optimizer (:data:`SEARCHING_OPTIMIZERS`), each core follows the forward
+    tree re-rooted at its operand (``"forward-tree"``: no search, one pass per operand;
+    ``greedy`` when no forward plan is given).
+
+    ``memory_limit`` bounds every core's intermediates as it bounds the forward path's
+    (:func:`einsum_analyze.planning.plan_contraction`): a core whose path breaks it is
+    replanned with greedy under the limit, and the warnings say so.
+    """
+    start = time.perf_counter()
+    specs = derive_gradients(equation, operands)
+    n = equation.num_operands
+    searching = n > SEARCH_LIMIT and optimize in SEARCHING_OPTIMIZERS
+    warnings: list[str] = []
+    rerooted = forward is not None and (n > LARGE_NETWORK or searching)
+    optimizer = "forward-tree" if rerooted else "greedy" if searching else optimize
+    if optimizer != optimize:
+        reason = (
+            f"the network has over {LARGE_NETWORK} operands"
+            if n > LARGE_NETWORK
+            else f"{optimize!r} searches too long to run once per operand above "
+            f"{SEARCH_LIMIT} operands"
+        )
+        how = ("follows the forward tree re-rooted at each operand" if rerooted
+               else "plans with greedy")
+        warnings.append(
+            f"the independent strategy {how} for its {len(specs)} gradient contractions "
+            f"instead of planning each with {optimize!r}: {reason}"
+        )
+    if forward is not None and rerooted:
+        plans = []
+        for spec in specs:
+            core = spec.core(equation)
+            plan = Plan.from_path(core, _rerooted_path(forward, spec.operand),
+                                  optimizer=optimizer)
+            if memory_limit is not None:
+                plan = check_memory_limit(plan, memory_limit,
+                                          subject=f"operand {spec.operand}'s gradient")
+            plans.append(plan)
+    else:
+        plans = [
+            plan_contraction(spec.core(equation), optimizer, memory_limit,
+                             subject=f"operand {spec.operand}'s gradient")
+            for spec in specs
+        ]
+    for plan in plans:
+        warnings.extend(plan.warnings)
+    return GradientPlan(
+        operands=tuple(operands),
+        specs=specs,
+        plans=tuple(plans),
+        optimizer=optimizer,
+        planning_s=time.perf_counter() - start,
+        warnings=tuple(warnings),
+    )
+
+
+def _rerooted_path(forward: Plan, operand: int) -> list[tuple[int, ...]]:
+    """A linear path for operand ``operand``'s core, from the forward tree re-rooted.
+
+    The core's inputs are the upstream gradient (position 0) and the other operands in
+    order. Every forward step away from the operand is replayed as it was; then the
+    upstream gradient meets, from the root down, the sibling results along the
+    operand's path to the root. That is reverse mode for one operand alone.
+    """
+    from opt_einsum.paths import ssa_to_linear
+
+    num_ops = forward.equation.num_operands
+    holds = {k: k == operand for k in range(num_ops)}
+    for step in forward.steps:
+        holds[step.output] = any(holds[i] for i in step.inputs)
+    ids = {j: (j + 1 if j < operand else j) for j in range(num_ops) if j != operand}
+    next_id = num_ops
+    ssa: list[tuple[int, ...]] = []
+    for step in forward.steps:
+        if not holds[step.output]:
+            ssa.append(tuple(ids[i] for i in step.inputs))
+            ids[step.output] = next_id
+            next_id += 1
+    accumulated = 0
+    for step in reversed(forward.steps):
+        if holds[step.output]:
+            siblings = tuple(ids[i] for i in step.inputs if not holds[i])
+            ssa.append((accumulated, *siblings))
+            accumulated = next_id
+            next_id += 1
+    return [tuple(int(p) for p in contraction) for contraction in ssa_to_linear(ssa)]

@@ -1,0 +1,80 @@
+"""``reverse``: reverse mode through the forward contraction tree (DESIGN.md section 4).
+
+The gradient of each step input is one contraction of the step's output gradient with
+the step's other inputs; a step input is retained exactly when another input of the same
+step needs a gradient. Backward FLOPs are about twice the forward FLOPs.
+"""
+
+from __future__ import annotations
+
+from ..memory import forward_schedule, tensor_name
+from ..planning import Plan, size_of
+from .common import ScheduleBuilder, StrategyInput, needs_grad, single_step_core
+from .registry import StrategySpec
+
+__all__ = ["SPEC", "build_reverse", "reverse_events"]
+
+
+def reverse_events(plan: Plan, grad: frozenset[int]) -> ScheduleBuilder:
+    """Forward with retention, then reverse mode through the tree."""
+    equation = plan.equation
+    num_ops = equation.num_operands
+    size_dict = equation.size_dict
+    needs = needs_grad(plan, grad)
+    retain = set()
+    for step in plan.steps:
+        for i in step.inputs:
+            if any(needs[j] for j in step.inputs if j != i):
+                retain.add(i)
+    builder = ScheduleBuilder(size_dict)
+    builder.events.extend(forward_schedule(plan, retain))
+    if not grad:
+        return builder
+    final = plan.steps[-1]
+    builder.alloc(f"g{final.output}", final.output_term, op="seed",
+                  equation=f"->{final.output_term}")
+    for step in reversed(plan.steps):
+        if not needs[step.output]:
+            continue
+        upstream = f"g{step.output}"
+        consumed = False
+        # Smallest gradient first: its workspace comes and goes before the large one
+        # is allocated.
+        wanted = sorted(
+            (pos for pos, i in enumerate(step.inputs) if needs[i]),
+            key=lambda pos: size_of(step.input_terms[pos], size_dict),
+        )
+        for pos in wanted:
+            i = step.inputs[pos]
+            sources = [upstream] + [
+                tensor_name(step.inputs[q], num_ops) for q in range(len(step.inputs)) if q != pos
+            ]
+            consumed = builder.gradient(
+                steps=(single_step_core(step, pos, size_dict),),
+                num_sources=len(step.inputs),
+                sources=sources,
+                target=f"d{i}" if i < num_ops else f"g{i}",
+                target_term=step.input_terms[pos],
+                operand=i if i < num_ops else None,
+                prefix=f"c{i}.",
+                can_consume=pos == wanted[-1],
+            )
+        if not consumed:
+            builder.free(upstream, step.output_term)
+        for i, term in zip(step.inputs, step.input_terms, strict=True):
+            if i >= num_ops and i in retain:
+                builder.free(tensor_name(i, num_ops), term)
+    return builder
+
+
+def build_reverse(given: StrategyInput) -> ScheduleBuilder:
+    """The ``reverse`` strategy's builder."""
+    return reverse_events(given.plan, given.grad)
+
+
+SPEC = StrategySpec(
+    name="reverse",
+    build=build_reverse,
+    description="reverse mode through the forward tree, keeping each step input that "
+    "another input's gradient reads",
+)
