@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 
 from ..equation import Equation
-from ..gradients import derive_gradients
+from ..gradients import GradientSpec, derive_gradients
 from ..planning import Plan, check_memory_limit, plan_contraction
 from .common import GradientPlan
 
@@ -81,17 +81,16 @@ def plan_gradients(
             plan = Plan.from_path(core, _rerooted_path(forward, spec.operand),
                                   optimizer=optimizer)
             if memory_limit is not None:
-                plan = check_memory_limit(plan, memory_limit,
+                plan = check_memory_limit(plan, memory_limit, note_output=False,
                                           subject=f"operand {spec.operand}'s gradient")
             plans.append(plan)
     else:
         plans = [
-            plan_contraction(spec.core(equation), optimizer, memory_limit,
+            plan_contraction(spec.core(equation), optimizer, memory_limit, note_output=False,
                              subject=f"operand {spec.operand}'s gradient")
             for spec in specs
         ]
-    for plan in plans:
-        warnings.extend(plan.warnings)
+    warnings.extend(_limit_warnings(specs, plans, memory_limit))
     return GradientPlan(
         operands=tuple(operands),
         specs=specs,
@@ -132,3 +131,37 @@ def _rerooted_path(forward: Plan, operand: int) -> list[tuple[int, ...]]:
             accumulated = next_id
             next_id += 1
     return [tuple(int(p) for p in contraction) for contraction in ssa_to_linear(ssa)]
+
+
+def _limit_warnings(
+    specs: Sequence[GradientSpec], plans: Sequence[Plan], memory_limit: int | None
+) -> list[str]:
+    """The first core's memory-limit warnings in full, the others' in one line."""
+    warned = [(spec.operand, plan) for spec, plan in zip(specs, plans, strict=True)
+              if plan.warnings]
+    if not warned or memory_limit is None:
+        return []
+    out = list(warned[0][1].warnings)
+    rest = warned[1:]
+    met = [k for k, plan in rest if _largest(plan) <= memory_limit]
+    broke = [k for k, plan in rest if _largest(plan) > memory_limit]
+    if met:
+        out.append(
+            f"the gradient contractions of operands {_listed(met)} also broke the memory "
+            f"limit of {memory_limit:,} elements and were replanned under it"
+        )
+    if broke:
+        out.append(
+            f"no path found keeps the gradient contractions of operands {_listed(broke)} "
+            f"under the memory limit of {memory_limit:,} elements"
+        )
+    return out
+
+
+def _largest(plan: Plan) -> int:
+    """Largest intermediate of a plan (its output aside; 0 when it has none)."""
+    return max((step.output_elements for step in plan.steps[:-1]), default=0)
+
+
+def _listed(operands: Sequence[int]) -> str:
+    return ", ".join(str(k) for k in operands)

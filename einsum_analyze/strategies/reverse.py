@@ -7,21 +7,33 @@ step needs a gradient. Backward FLOPs are about twice the forward FLOPs.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from ..memory import forward_schedule, tensor_name
-from ..planning import Plan, size_of
+from ..planning import Plan, Step, size_of
 from .common import ScheduleBuilder, StrategyInput, needs_grad, single_step_core
 from .registry import StrategySpec
 
 __all__ = ["SPEC", "build_reverse", "reverse_events"]
 
 
-def reverse_events(plan: Plan, grad: frozenset[int]) -> ScheduleBuilder:
-    """Forward with retention, then reverse mode through the tree."""
+def reverse_events(
+    plan: Plan, grad: frozenset[int], also_retain: Iterable[int] = ()
+) -> ScheduleBuilder:
+    """Forward with retention, then reverse mode through the tree.
+
+    Args:
+        plan: The forward plan.
+        grad: Operands that need a gradient.
+        also_retain: Single-use ids of intermediates to keep after forward beyond those
+            the gradients read (when any gradient is wanted); each is freed in backward
+            once its step is done.
+    """
     equation = plan.equation
     num_ops = equation.num_operands
     size_dict = equation.size_dict
     needs = needs_grad(plan, grad)
-    retain = set()
+    retain = set(also_retain) if grad else set()
     for step in plan.steps:
         for i in step.inputs:
             if any(needs[j] for j in step.inputs if j != i):
@@ -34,37 +46,44 @@ def reverse_events(plan: Plan, grad: frozenset[int]) -> ScheduleBuilder:
     builder.alloc(f"g{final.output}", final.output_term, op="seed",
                   equation=f"->{final.output_term}")
     for step in reversed(plan.steps):
-        if not needs[step.output]:
-            continue
-        upstream = f"g{step.output}"
-        consumed = False
-        # Smallest gradient first: its workspace comes and goes before the large one
-        # is allocated.
-        wanted = sorted(
-            (pos for pos, i in enumerate(step.inputs) if needs[i]),
-            key=lambda pos: size_of(step.input_terms[pos], size_dict),
-        )
-        for pos in wanted:
-            i = step.inputs[pos]
-            sources = [upstream] + [
-                tensor_name(step.inputs[q], num_ops) for q in range(len(step.inputs)) if q != pos
-            ]
-            consumed = builder.gradient(
-                steps=(single_step_core(step, pos, size_dict),),
-                num_sources=len(step.inputs),
-                sources=sources,
-                target=f"d{i}" if i < num_ops else f"g{i}",
-                target_term=step.input_terms[pos],
-                operand=i if i < num_ops else None,
-                prefix=f"c{i}.",
-                can_consume=pos == wanted[-1],
-            )
-        if not consumed:
-            builder.free(upstream, step.output_term)
+        if needs[step.output]:
+            _step_gradients(builder, step, needs, num_ops)
         for i, term in zip(step.inputs, step.input_terms, strict=True):
             if i >= num_ops and i in retain:
                 builder.free(tensor_name(i, num_ops), term)
     return builder
+
+
+def _step_gradients(
+    builder: ScheduleBuilder, step: Step, needs: Mapping[int, bool], num_ops: int
+) -> None:
+    """The gradients of one step's inputs from the gradient of its output."""
+    size_dict = builder.size_dict
+    upstream = f"g{step.output}"
+    consumed = False
+    # Smallest gradient first: its workspace comes and goes before the large one
+    # is allocated.
+    wanted = sorted(
+        (pos for pos, i in enumerate(step.inputs) if needs[i]),
+        key=lambda pos: size_of(step.input_terms[pos], size_dict),
+    )
+    for pos in wanted:
+        i = step.inputs[pos]
+        sources = [upstream] + [
+            tensor_name(step.inputs[q], num_ops) for q in range(len(step.inputs)) if q != pos
+        ]
+        consumed = builder.gradient(
+            steps=(single_step_core(step, pos, size_dict),),
+            num_sources=len(step.inputs),
+            sources=sources,
+            target=f"d{i}" if i < num_ops else f"g{i}",
+            target_term=step.input_terms[pos],
+            operand=i if i < num_ops else None,
+            prefix=f"c{i}.",
+            can_consume=pos == wanted[-1],
+        )
+    if not consumed:
+        builder.free(upstream, step.output_term)
 
 
 def build_reverse(given: StrategyInput) -> ScheduleBuilder:

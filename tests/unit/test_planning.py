@@ -9,6 +9,9 @@ import sys
 
 import opt_einsum
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import einsum_problems
 
 from einsum_analyze import Plan, PlanningError, parse_equation, plan_contraction
 from einsum_analyze.planning import OPTIMIZERS, count_flops, parse_memory_limit, size_of
@@ -230,9 +233,137 @@ def test_memory_limit_too_small_falls_back_to_one_step():
     assert plan.flops == 360
 
 
-def test_optimizer_failure_is_a_planning_error():
-    with pytest.raises(PlanningError, match=r"optimizer 'dp' failed"):
-        plan_contraction(chain(), "dp", memory_limit=1)
+def test_optimizer_failure_without_a_limit_is_a_planning_error(monkeypatch):
+    from opt_einsum import paths
+
+    def broken(*args):
+        raise RuntimeError("no luck")
+
+    monkeypatch.setitem(paths._PATH_OPTIONS, "dp", broken)
+    with pytest.raises(PlanningError, match=r"optimizer 'dp' failed: no luck"):
+        plan_contraction(chain(), "dp")
+
+
+# --- memory limits are a guarantee -------------------------------------------------------
+
+# ea,ac,ce-> with 32x32 matrices: every pairwise step builds a 1,024-element matrix.
+TRIANGLE = ("ea,ac,ce->", [(32, 32)] * 3)
+
+
+def largest_intermediate(plan: Plan) -> int:
+    """Largest tensor a step builds, the final output aside (0 when there is none)."""
+    return max((step.output_elements for step in plan.steps[:-1]), default=0)
+
+
+def test_random_greedy_over_the_limit_is_replanned_with_greedy():
+    eq = parse_equation(*TRIANGLE)
+    # What opt_einsum's random-greedy returns under the limit: a 1,024-element step.
+    raw = opt_einsum.contract_path(eq.explicit, *eq.shapes, shapes=True,
+                                   optimize="random-greedy", memory_limit=64)[0]
+    assert largest_intermediate(Plan.from_path(eq, raw)) == 1024
+    plan = plan_contraction(eq, "random-greedy", memory_limit=64)
+    # greedy under the limit: no pair fits, so all three at once (32**3 * 3 FLOPs).
+    assert plan.optimizer == "greedy"
+    assert plan.path == ((0, 1, 2),)
+    assert plan.flops == 32**3 * 3 == 98_304
+    assert largest_intermediate(plan) == 0
+    (warning,) = plan.warnings
+    assert warning.startswith("random-greedy's path for the forward pass builds an "
+                              "intermediate of 1,024 elements")
+    assert "over the memory limit of 64 elements; replanned with greedy" in warning
+    assert "-> 98,304 FLOPs" in warning
+    assert "last step contracts 3 tensors at once" in warning
+
+
+def test_dp_that_finds_no_path_under_the_limit_falls_back_to_greedy():
+    # opt_einsum's dp raises when no path meets the limit; greedy always finds one.
+    plan = plan_contraction(chain(), "dp", memory_limit=1)
+    assert plan.optimizer == "greedy"
+    assert plan.path == ((0, 1, 2),)
+    (warning, output) = plan.warnings
+    assert warning.startswith("dp found no path for the forward pass under the memory "
+                              "limit of 1 elements")
+    # The output ad (10 elements) is over the limit too: said, not hidden.
+    assert output.startswith("the output of the forward pass has 10 elements, over the "
+                             "memory limit of 1 elements")
+
+
+def test_an_explicit_path_over_the_limit_is_replanned():
+    plan = plan_contraction(chain(), [(1, 2), (0, 1)], memory_limit=10)  # builds db: 15
+    assert plan.optimizer == "greedy"
+    assert plan.path == ((0, 1), (0, 1))  # through ca: 8 elements
+    (warning,) = plan.warnings
+    assert warning.startswith("the given path for the forward pass builds an intermediate "
+                              "of 15 elements (step 0, cd,bc->db), over the memory limit "
+                              "of 10 elements")
+
+
+def test_a_limit_the_path_meets_leaves_it_alone():
+    plan = plan_contraction(chain(), "optimal", memory_limit=10)
+    assert plan.optimizer == "optimal"
+    assert plan.warnings == ()
+    assert largest_intermediate(plan) == 8
+    # Exactly at the limit is within it: the explicit path through db (15 elements).
+    explicit = plan_contraction(chain(), [(1, 2), (0, 1)], memory_limit=15)
+    assert (explicit.optimizer, explicit.warnings) == ("explicit", ())
+    assert largest_intermediate(explicit) == 15
+    assert plan_contraction(chain(), "optimal").warnings == ()
+
+
+def test_check_memory_limit_when_no_path_meets_it(monkeypatch):
+    import einsum_analyze.planning as planning
+
+    # A greedy that ignores the limit: the check must say so, not claim the limit met.
+    monkeypatch.setattr(planning, "_find_path", lambda eq, name, limit: [(1, 2), (0, 1)])
+    plan = planning.check_memory_limit(Plan.from_path(chain(), [(0, 1), (0, 1)]), 4,
+                                       note_output=False)
+    assert plan.path == ((0, 1), (0, 1))  # 8 elements beats greedy's 15
+    (warning,) = plan.warnings
+    assert "no path found meets the limit: greedy's largest intermediate has 15 " in warning
+    assert "the report uses explicit's path, over the limit" in warning
+
+
+def test_analyze_reports_the_planning_warnings_and_the_limit_it_met():
+    from einsum_analyze import analyze
+
+    report = analyze(*TRIANGLE, optimize="random-greedy", memory_limit=64)
+    assert report.plan.optimizer == "greedy"
+    assert report.memory_limit_elements == 64
+    assert report.warnings[0] == report.plan.warnings[0]
+    data = report.to_dict()
+    assert data["forward"]["optimizer"] == "greedy"
+    assert data["warnings"][0].startswith("random-greedy's path for the forward pass")
+    # The gradient contractions of the independent strategy are held to the limit too.
+    assert report.gradients is not None
+    for core in report.gradients.plans:
+        assert largest_intermediate(core) <= 64
+    assert any("operand 0's gradient builds an intermediate of 1,024" in w
+               for w in report.warnings)
+    assert any("operands 1, 2 also broke the memory limit of 64" in w for w in report.warnings)
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+@given(problem=einsum_problems(min_operands=2), limit=st.integers(1, 64))
+def test_the_reported_path_never_exceeds_the_limit(optimizer, problem, limit):
+    eq = parse_equation(problem.equation, problem.shapes)
+    plan = plan_contraction(eq, optimizer, memory_limit=limit)
+    biggest = largest_intermediate(plan)
+    assert biggest <= limit or any("no path found meets the limit" in w
+                                   for w in plan.warnings)
+    output = plan.steps[-1].output_elements
+    assert (output > limit) == any(w.startswith("the output of the forward pass has")
+                                   for w in plan.warnings)
+    # A warning about breaking the limit appears exactly when the optimizer's own path
+    # broke it: compare with opt_einsum's path.
+    if eq.num_operands > 2 and optimizer != "greedy":
+        try:
+            raw = opt_einsum.paths.get_path_fn(optimizer)(
+                [frozenset(t) for t in eq.terms], frozenset(eq.output),
+                dict(eq.size_dict), limit)
+        except RuntimeError:
+            raw = None
+        broke = raw is None or largest_intermediate(Plan.from_path(eq, raw)) > limit
+        assert broke == (plan.optimizer == "greedy")
 
 
 @pytest.mark.parametrize(

@@ -6,17 +6,41 @@ space of a step, times (inputs - 1) + 1 when the step sums an index.
 
 from __future__ import annotations
 
+import doctest
+import inspect
 import math
+import re
+import string
+from pathlib import Path
 
 import pytest
 import torch
 from corpus import CASES, by_name
 
 import einsum_analyze.strategies.gradient_plans as gradient_plans_module
-from einsum_analyze import Plan, analyze, parse_equation, plan_contraction, simulate_memory
+import einsum_analyze.strategies.reverse as reverse_module
+import einsum_analyze.strategies.torch_model as torch_model_module
+from einsum_analyze import (
+    Plan,
+    PlanningError,
+    analyze,
+    parse_equation,
+    plan_contraction,
+    simulate_memory,
+)
 from einsum_analyze.backends.torch_backend import run_schedule
 from einsum_analyze.memory import Event, forward_schedule, input_elements
-from einsum_analyze.strategies import STRATEGIES, build_strategy, plan_gradients
+from einsum_analyze.strategies import (
+    STRATEGIES,
+    StrategySpec,
+    build_strategy,
+    default_strategy_names,
+    get_strategy,
+    plan_gradients,
+    register_strategy,
+    strategy_names,
+    unregister_strategy,
+)
 
 F64 = 8
 
@@ -440,3 +464,276 @@ def test_simulate_memory_rejects_a_double_free():
     events = [Event(kind="free", tensor="x2", elements=1, phase="forward")]
     with pytest.raises(ValueError, match="x2"):
         simulate_memory(events, input_elements=0, output_elements=0, itemsize=4)
+
+
+# --- the registry ----------------------------------------------------------------------------
+
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture
+def restore_registry():
+    """Registers nothing; puts the registry back as it was after the test."""
+    before = {name: get_strategy(name) for name in strategy_names()}
+    yield
+    for name in strategy_names():
+        unregister_strategy(name)
+    for spec in before.values():
+        register_strategy(spec)
+    assert strategy_names() == tuple(before)
+
+
+def test_registry_lists_the_builtin_strategies_in_order():
+    assert strategy_names() == ("reverse", "independent", "torch-autograd")
+    assert STRATEGIES == default_strategy_names() == strategy_names()
+    assert get_strategy("independent").needs_gradient_plans
+    assert not get_strategy("reverse").needs_gradient_plans
+    assert not get_strategy("torch-autograd").lowered
+    assert get_strategy("reverse").lowered
+
+
+def test_unknown_strategy_lists_the_valid_names():
+    message = r"unknown strategy 'checkpoint'; choose from: reverse, independent, torch-autograd"
+    with pytest.raises(PlanningError, match=message):
+        get_strategy("checkpoint")
+    with pytest.raises(PlanningError, match=message):
+        analyze(*CHAIN, strategies=["reverse", "checkpoint"])
+    with pytest.raises(PlanningError, match=message):
+        build_strategy("checkpoint", chain_plan(), [0], itemsize=F64)
+
+
+@pytest.mark.parametrize(
+    ("name", "match"),
+    [("reverse", "already registered"), ("none", "reserved"), ("all", "reserved"),
+     ("a,b", "without commas"), ("Big", "lower case"), ("", "lower case")],
+)
+def test_register_refuses_taken_reserved_and_malformed_names(restore_registry, name, match):
+    spec = StrategySpec(name=name, build=reverse_module.build_reverse, description="x")
+    with pytest.raises(ValueError, match=match):
+        register_strategy(spec)
+
+
+def test_register_replace_keeps_the_place(restore_registry):
+    spec = StrategySpec(name="independent", build=reverse_module.build_reverse,
+                        description="reverse in disguise")
+    register_strategy(spec, replace=True)
+    assert strategy_names() == ("reverse", "independent", "torch-autograd")
+    assert get_strategy("independent") is spec
+
+
+def test_builders_return_their_warnings_analyze_only_collects_them():
+    assert build("reverse", chain_plan(), [0, 1, 2]).warnings == ()
+    assert build("torch-autograd", chain_plan(), [0, 1, 2]).warnings == (
+        torch_model_module.PERMUTED_COPIES_WARNING,
+    )
+    report = analyze(*CHAIN, strategies=["torch-autograd", "reverse"])
+    assert report.warnings == (torch_model_module.PERMUTED_COPIES_WARNING,)
+    assert [s.name for s in report.strategies] == ["torch-autograd", "reverse"]
+    assert report.gradients is None  # no chosen strategy needs the planned cores
+
+
+def test_analyze_names_no_strategy():
+    # analyze drives every strategy through the registry: no name is special to it.
+    import einsum_analyze.analysis as analysis_module
+
+    source = inspect.getsource(analysis_module.analyze) + inspect.getsource(
+        analysis_module._check_strategies
+    )
+    for name in strategy_names():
+        assert f'"{name}"' not in source and f"'{name}'" not in source
+
+
+def test_strategy_options_are_checked():
+    with pytest.raises(PlanningError, match=r"strategy 'reverse' has no option 'keep'; "
+                                             r"its options: none"):
+        build_strategy("reverse", chain_plan(), [0], itemsize=F64, options={"keep": 1})
+    with pytest.raises(PlanningError, match=r"options given for strategy 'independent', "
+                                             r"which is not among the chosen: reverse"):
+        analyze(*CHAIN, strategies=["reverse"], strategy_options={"independent": {}})
+
+
+# A toy strategy, registered as a new module would register one: reverse mode with an
+# option, a warning of its own, and the planned gradient cores it asks for.
+def build_toy(given):
+    assert given.gradients is not None
+    assert given.gradients.operands == tuple(sorted(given.grad))
+    builder = reverse_module.reverse_events(given.plan, given.grad)
+    builder.warnings.append(f"toy note: {given.options['note']}")
+    return builder
+
+
+TOY = StrategySpec(
+    name="toy-reverse",
+    build=build_toy,
+    description="reverse mode, for the registry's tests",
+    needs_gradient_plans=True,
+    default=False,
+    options={"note": "none given"},
+)
+
+
+def test_a_registered_toy_strategy_runs_through_analyze(restore_registry):
+    register_strategy(TOY)
+    assert strategy_names()[-1] == "toy-reverse"
+    assert "toy-reverse" not in default_strategy_names()
+    report = analyze(*CHAIN, dtype="float64", strategies=["reverse", "toy-reverse"],
+                     strategy_options={"toy-reverse": {"note": "hello"}})
+    reverse, toy = report.strategies
+    assert toy.name == "toy-reverse"
+    assert toy.events == reverse.events  # lowered like reverse: the same schedule
+    assert toy.memory == reverse.memory
+    assert (toy.backward_flops, toy.memory.peak_bytes) == (256, 94 * F64)
+    assert "toy note: hello" in report.warnings
+    assert report.gradients is not None  # planned because the toy asked for them
+    assert report.to_dict()["strategies"][1]["name"] == "toy-reverse"
+    default = analyze(*CHAIN, strategies=["toy-reverse"])
+    assert "toy note: none given" in default.warnings
+    # The registry is restored by the fixture: the next test sees the built-ins only.
+
+
+def test_the_toy_strategy_is_gone_after_the_fixture():
+    assert "toy-reverse" not in strategy_names()
+
+
+def test_the_schema_enum_lists_the_registry():
+    from einsum_analyze.report import load_schema
+
+    name = load_schema()["$defs"]["strategy"]["properties"]["name"]
+    assert name["enum"] == list(strategy_names())
+
+
+def test_docs_list_the_registry_with_its_descriptions():
+    text = (ROOT / "docs" / "strategies.md").read_text("utf-8")
+    section = text.split("## Registered strategies", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^- `([^`]+)`: (.+)$", section, flags=re.MULTILINE)
+    assert listed == [(name, get_strategy(name).description) for name in strategy_names()]
+
+
+def test_cli_help_lists_the_registry():
+    from click.testing import CliRunner
+
+    from einsum_analyze.cli import cli
+
+    result = CliRunner().invoke(cli, ["--help"], terminal_width=1000)
+    help_text = " ".join(result.output.split())
+    for name in strategy_names():
+        assert f"{name}: {' '.join(get_strategy(name).description.split())}" in help_text
+
+
+def test_the_docs_worked_example_runs(restore_registry):
+    text = (ROOT / "docs" / "strategies.md").read_text("utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    assert blocks, "docs/strategies.md has no python example"
+    namespace: dict[str, object] = {}
+    for block in blocks:
+        exec(compile(block, "docs/strategies.md", "exec"), namespace)  # noqa: S102
+    assert "keep-all" in strategy_names()
+    report = analyze(*CHAIN, dtype="float64", strategies=["reverse", "keep-all"])
+    reverse, keep_all = report.strategies
+    # Keeping every intermediate keeps ac (8 elements), as reverse does on this chain.
+    assert keep_all.memory.retained_bytes == reverse.memory.retained_bytes == 8 * F64
+    assert keep_all.backward_flops == reverse.backward_flops
+    # With operand 0's gradient alone reverse keeps nothing; keep-all still keeps ac.
+    report = analyze(*CHAIN, dtype="float64", grad=[0], strategies=["reverse", "keep-all"])
+    reverse, keep_all = report.strategies
+    assert (reverse.memory.retained_bytes, keep_all.memory.retained_bytes) == (0, 8 * F64)
+    assert keep_all.memory.final_bytes == reverse.memory.final_bytes  # freed in backward
+
+
+def test_registry_doctests():
+    import einsum_analyze.strategies.registry as registry_module
+
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    runner = doctest.DocTestRunner()
+    for test in finder.find(registry_module, registry_module.__name__):
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.attempted > 0 and result.failed == 0
+
+
+# --- plan_gradients: the SEARCH_LIMIT and LARGE_NETWORK boundaries -------------------------
+
+
+def chain_of(n: int):
+    """A matrix chain of ``n`` operands, sizes 2 and 3 alternating."""
+    labels = string.ascii_lowercase[: n + 1]
+    terms = [labels[k : k + 2] for k in range(n)]
+    sizes = {c: 2 + k % 2 for k, c in enumerate(labels)}
+    equation = ",".join(terms) + f"->{labels[0]}{labels[n]}"
+    return parse_equation(equation, [tuple(sizes[c] for c in t) for t in terms])
+
+
+def test_search_limit_is_8_operands():
+    assert gradient_plans_module.SEARCH_LIMIT == 8
+
+
+def test_plan_gradients_with_exactly_8_operands_searches_with_dp():
+    eq = chain_of(8)
+    forward = plan_contraction(eq, "dp")
+    grad = list(range(8))
+    gradients = plan_gradients(eq, grad, "dp", forward=forward)
+    assert gradients.optimizer == "dp"
+    assert gradients.warnings == ()
+    for spec, core in zip(gradients.specs, gradients.plans, strict=True):
+        assert core.optimizer == "dp"
+        assert core.flops == plan_contraction(spec.core(eq), "dp").flops
+    result = build_strategy("independent", forward, grad, itemsize=F64, gradients=gradients)
+    assert result.optimizer == "dp" and result.warnings == ()
+
+
+def test_plan_gradients_with_9_operands_follows_the_rerooted_tree_under_dp():
+    eq = chain_of(9)
+    forward = plan_contraction(eq, "dp")
+    grad = list(range(9))
+    gradients = plan_gradients(eq, grad, "dp", forward=forward)
+    assert gradients.optimizer == "forward-tree"
+    assert {core.optimizer for core in gradients.plans} == {"forward-tree"}
+    (warning,) = gradients.warnings
+    assert warning == (
+        "the independent strategy follows the forward tree re-rooted at each operand for "
+        "its 9 gradient contractions instead of planning each with 'dp': 'dp' searches too "
+        "long to run once per operand above 8 operands"
+    )
+    result = build_strategy("independent", forward, grad, itemsize=F64, gradients=gradients)
+    assert result.optimizer == "forward-tree"
+    assert result.warnings == (warning,)
+    # Without a forward tree, greedy plans the cores, and says so.
+    alone = plan_gradients(eq, grad, "dp")
+    assert alone.optimizer == "greedy"
+    assert alone.warnings[0].startswith("the independent strategy plans with greedy for its 9")
+    # A non-searching optimizer plans every core itself at 9 operands.
+    assert plan_gradients(eq, grad, "greedy", forward=forward).optimizer == "greedy"
+
+
+@pytest.mark.parametrize(("n", "expected"), [(64, "greedy"), (65, "forward-tree")])
+def test_large_network_boundary(n, expected):
+    assert gradient_plans_module.LARGE_NETWORK == 64
+    eq = parse_equation(",".join(["a"] * n) + "->a", [(2,)] * n)
+    forward = plan_contraction(eq, "greedy")
+    gradients = plan_gradients(eq, [0, n - 1], "greedy", forward=forward)
+    assert gradients.optimizer == expected
+    assert bool(gradients.warnings) == (expected == "forward-tree")
+    if gradients.warnings:
+        assert gradients.warnings[0].endswith("the network has over 64 operands")
+
+
+def test_plan_gradients_holds_every_core_to_the_memory_limit():
+    # ea,ac,ce-> with 32x32 matrices: each core (upstream scalar and two matrices) builds
+    # a 1,024-element matrix on the unlimited path; under 64 each runs in one step.
+    eq = parse_equation("ea,ac,ce->", [(32, 32)] * 3)
+    free = plan_gradients(eq, [0, 1, 2], "random-greedy")
+    assert max(s.output_elements for core in free.plans for s in core.steps[:-1]) == 1024
+    limited = plan_gradients(eq, [0, 1, 2], "random-greedy", memory_limit=64)
+    for core in limited.plans:
+        assert core.optimizer == "greedy"
+        assert core.path == ((0, 1, 2),)
+    first, rest = limited.warnings
+    assert first.startswith("random-greedy's path for operand 0's gradient builds an "
+                            "intermediate of 1,024 elements")
+    assert rest == ("the gradient contractions of operands 1, 2 also broke the memory limit "
+                    "of 64 elements and were replanned under it")
+    # The re-rooted cores are checked too.
+    forward = plan_contraction(eq, "greedy", memory_limit=64)
+    rerooted = plan_gradients(eq, [0, 1, 2], "dp", forward=forward, memory_limit=64)
+    for core in rerooted.plans:
+        assert max((s.output_elements for s in core.steps[:-1]), default=0) <= 64
