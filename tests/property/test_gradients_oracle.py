@@ -29,7 +29,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from strategies import EinsumProblem, einsum_problems, grad_subsets
 
-import einsum_analyze.strategies as strategies_module
+import einsum_analyze.strategies.gradient_plans as strategies_module
 from einsum_analyze import parse_equation, plan_contraction
 from einsum_analyze.backends.numpy_backend import run_events_numpy
 from einsum_analyze.backends.torch_backend import run_schedule
