@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 from corpus import CASES, by_name
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import einsum_problems
 
 import einsum_analyze.strategies.gradient_plans as gradient_plans_module
 import einsum_analyze.strategies.reverse as reverse_module
@@ -30,6 +33,7 @@ from einsum_analyze import (
 )
 from einsum_analyze.backends.torch_backend import run_schedule
 from einsum_analyze.memory import Event, forward_schedule, input_elements
+from einsum_analyze.planning import OPTIMIZERS
 from einsum_analyze.strategies import (
     STRATEGIES,
     StrategySpec,
@@ -737,3 +741,21 @@ def test_plan_gradients_holds_every_core_to_the_memory_limit():
     rerooted = plan_gradients(eq, [0, 1, 2], "dp", forward=forward, memory_limit=64)
     for core in rerooted.plans:
         assert max((s.output_elements for s in core.steps[:-1]), default=0) <= 64
+
+
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+@given(problem=einsum_problems(min_operands=2), limit=st.integers(1, 64))
+def test_gradient_contractions_never_exceed_the_limit(optimizer, problem, limit):
+    eq = parse_equation(problem.equation, problem.shapes)
+    grad = list(range(eq.num_operands))
+    forward = plan_contraction(eq, optimizer, memory_limit=limit)
+    for tree in (None, forward):
+        gradients = plan_gradients(eq, grad, optimizer, forward=tree, memory_limit=limit)
+        over = [spec.operand for spec, core in zip(gradients.specs, gradients.plans, strict=True)
+                if max((s.output_elements for s in core.steps[:-1]), default=0) > limit]
+        if over:
+            assert any("no path found" in w for w in gradients.warnings)
+        # Every core replanned is said to be: the optimizer names agree with the warnings.
+        replanned = [core for core in gradients.plans
+                     if core.optimizer == "greedy" != gradients.optimizer]
+        assert bool(replanned) <= bool(gradients.warnings)
