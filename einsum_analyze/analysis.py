@@ -109,7 +109,7 @@ def analyze(
                         f"0..{eq.num_operands - 1}"
                     )
         if any(spec.needs_gradient_plans for spec in chosen):
-            name_ = optimize if isinstance(optimize, str) else "auto"
+            name_ = optimize.lower() if isinstance(optimize, str) else "auto"
             gradients = plan_gradients(eq, operands, name_, forward=plan, memory_limit=limit)
         for spec in chosen:
             result = build_strategy(
