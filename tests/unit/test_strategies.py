@@ -361,7 +361,7 @@ def test_plan_gradients_above_large_network_follows_the_forward_tree(monkeypatch
 
 
 def test_plan_gradients_does_not_search_once_per_operand_on_18_operands(tn18):
-    # dp on each of tn18's 18 cores would take about a minute (strategies.SEARCH_LIMIT).
+    # dp on each of tn18's 18 cores would take about a minute (gradient_plans.SEARCH_LIMIT).
     eq, plans = tn18
     grad = list(range(18))
     assert plan_gradients(eq, grad, "dp", forward=plans["dp"]).optimizer == "forward-tree"
