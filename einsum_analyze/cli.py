@@ -21,6 +21,7 @@ import click
 from . import __version__
 from ._types import DType
 from .errors import EinsumAnalyzeError
+from .parsing import parse_shapes, parse_sizes, parse_strategy_names
 from .planning import OPTIMIZERS
 from .strategies import STRATEGIES
 
@@ -277,7 +278,7 @@ def cli(
         budgets = _read_budgets(
             max_flops, max_backward_flops, max_peak, max_retained, max_time, budget_strategy
         )
-        settings = _Settings(optimize, memory_limit, dtype, grad, _split_names(strategies))
+        settings = _Settings(optimize, memory_limit, dtype, grad, parse_strategy_names(strategies))
         run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force)
         if cases_path is not None:
             if equation is not None or shapes is not None or sizes is not None:
@@ -301,7 +302,6 @@ def _analyze(
 ) -> int:
     from .analysis import analyze
     from .budgets import apply_budgets
-    from .parsing import parse_shapes, parse_sizes
 
     if (shapes is None) == (sizes is None):
         raise click.UsageError("give exactly one of --shapes and --sizes")
@@ -489,11 +489,6 @@ def _console() -> Console:
     from rich.console import Console
 
     return Console() if sys.stdout.isatty() else Console(width=120)
-
-
-def _split_names(text: str) -> tuple[str, ...]:
-    names = tuple(name.strip().lower() for name in text.split(",") if name.strip())
-    return () if names in ((), ("none",)) else names
 
 
 @click.command(

@@ -8,21 +8,77 @@ import math
 import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Literal, get_args
 
 from .equation import Equation
 from .memory import MemoryProfile
 from .planning import Plan
 
 if TYPE_CHECKING:
-    from .budgets import BudgetCheck
     from .execution import Run
     from .strategies import GradientPlan, StrategyResult
 
-__all__ = ["SCHEMA_VERSION", "Report", "dump_json", "environment", "load_schema"]
+__all__ = [
+    "BUDGET_NAMES",
+    "SCHEMA_VERSION",
+    "BudgetCheck",
+    "BudgetName",
+    "BudgetUnit",
+    "Report",
+    "dump_json",
+    "environment",
+    "load_schema",
+]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bumped on any change that breaks a reader of earlier reports (docs/schema.md)."""
+
+BudgetName = Literal["max-flops", "max-backward-flops", "max-peak", "max-retained", "max-time"]
+BudgetUnit = Literal["flops", "bytes", "s"]
+BUDGET_NAMES: tuple[BudgetName, ...] = get_args(BudgetName)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetCheck:
+    """One budget checked against one figure: an entry of the report's ``budgets``.
+
+    It lives here, below :mod:`einsum_analyze.budgets`, because the report holds the
+    checks and the budgets module reads reports.
+
+    Attributes:
+        name: The budget, e.g. ``"max-peak"``.
+        subject: What was measured: ``"forward"``, ``"strategy reverse"``, ``"run 0"``.
+        limit: The limit, in ``unit``.
+        value: The figure, in ``unit``; ``None`` when there was nothing to check.
+        unit: ``"flops"``, ``"bytes"`` or ``"s"``.
+
+    Example:
+        >>> BudgetCheck(name="max-flops", subject="forward", limit=40, value=48,
+        ...             unit="flops").passed
+        False
+    """
+
+    name: BudgetName
+    subject: str
+    limit: int | float
+    value: int | float | None
+    unit: BudgetUnit
+
+    @property
+    def passed(self) -> bool:
+        """Whether the figure is within the limit (equal passes; nothing to check passes)."""
+        return self.value is None or self.value <= self.limit
+
+    def to_dict(self) -> dict[str, Any]:
+        """One entry of the report's ``budgets`` section."""
+        return {
+            "name": self.name,
+            "subject": self.subject,
+            "limit": self.limit,
+            "value": self.value,
+            "unit": self.unit,
+            "passed": self.passed,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
