@@ -90,6 +90,7 @@ def analyze(
     gradients: GradientPlan | None = None
     warnings: list[str] = []
     chosen = _check_strategies(strategies or ())
+    operands: tuple[int, ...] = ()  # nothing is differentiated without a strategy
     if chosen:
         if isinstance(grad, str):
             operands = parse_operand_list(grad, eq.num_operands)
@@ -145,6 +146,7 @@ def analyze(
         forward_memory=forward,
         memory_limit_elements=limit,
         analysis_s=time.perf_counter() - start,
+        grad_operands=operands,
         gradients=gradients,
         strategies=tuple(strategy_results),
         inference_memory=inference,

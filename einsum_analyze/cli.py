@@ -83,8 +83,9 @@ Examples:
 Exit codes:
   0  no figure regressed
   1  a figure regressed
-  2  a file is unreadable or not a report of this schema version, or one is
-     a single report and the other a batch
+  2  a file is unreadable or not a report of a schema version this tool reads
+     (1 or 2; version 1 is mapped to 2), or one is a single report and the
+     other a batch
 """
 
 
@@ -529,7 +530,8 @@ def _compare(before: str, after: str, tolerance: float, json_path: str | None) -
     from .compare import compare_reports
 
     comparison = compare_reports(
-        _read_report(before, "BEFORE"), _read_report(after, "AFTER"), tolerance=tolerance
+        _read_report(before, "BEFORE"), _read_report(after, "AFTER"), tolerance=tolerance,
+        names=(f"BEFORE {before!r}", f"AFTER {after!r}"),
     )
     if json_path is not None:
         _write_json(comparison.to_dict(), json_path)

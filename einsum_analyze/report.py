@@ -93,7 +93,9 @@ class Report:
         forward_memory: Replay of the forward (inference) schedule.
         memory_limit_elements: The planner's limit on intermediates, if any.
         analysis_s: Wall seconds the analysis took.
-        gradients: Derived gradient contractions, if backward was analysed.
+        grad_operands: Positions of the operands whose gradient was modelled: the parsed
+            ``grad`` when a strategy was modelled, else empty.
+        gradients: Derived gradient contractions, if the independent strategy was modelled.
         strategies: Backward strategies, if analysed.
         inference_memory: Replay of the inference forward pass as the executor runs it
             (layout copies included), when strategies were analysed: the basis that
@@ -111,6 +113,7 @@ class Report:
     forward_memory: MemoryProfile
     memory_limit_elements: int | None
     analysis_s: float
+    grad_operands: tuple[int, ...] = ()
     gradients: GradientPlan | None = None
     strategies: tuple[StrategyResult, ...] = ()
     inference_memory: MemoryProfile | None = None
@@ -168,7 +171,7 @@ class Report:
                         "inputs": list(step.inputs),
                         "output": step.output,
                         "equation": step.equation,
-                        "removed": step.removed,
+                        "summed": step.removed,
                         "flops": step.flops,
                         "output_elements": step.output_elements,
                         "output_bytes": step.output_elements * itemsize,
@@ -176,13 +179,13 @@ class Report:
                     for step in plan.steps
                 ],
             },
+            "grad_operands": list(self.grad_operands),
             "timing": {"analysis_s": self.analysis_s},
             "environment": dict(self.environment),
             "warnings": list(self.warnings),
         }
         if self.gradients is not None:
             data["gradients"] = self.gradients.to_dicts(itemsize)
-            data["grad_operands"] = list(self.gradients.operands)
         if self.strategies:
             data["strategies"] = [s.to_dict(itemsize) for s in self.strategies]
         if self.runs:

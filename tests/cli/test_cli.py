@@ -61,7 +61,7 @@ def test_readme_example():
     assert result.exit_code == 0, result.stderr
     out = result.stdout
     for key in ("Forward path", "Forward summary", "bc,bd,cm,mdn->bn", "FLOPs", "31,112",
-                "largest intermediate", "peak (inputs included)", "float32"):
+                "largest intermediate", "peak (incl. inputs)", "float32"):
         assert key in out
     assert not out.lstrip().startswith("{")
 
