@@ -12,7 +12,8 @@ The rule (docs/ci.md):
   modelled strategy (``reverse`` under the default ``--strategy``), the one named by
   ``--budget-strategy``, or every modelled strategy with ``--budget-strategy all`` (each
   is checked and reported). With no strategy modelled, ``max-peak`` checks the inference
-  peak (``forward.peak_bytes``) and the other two are an error.
+  peak (``forward.peak_bytes``) and the other two are an error. Peaks count the inputs,
+  as every peak of the report does; retained bytes do not.
 - ``max-time``: every run's median forward plus median backward seconds
   (``runs[*].forward_s.median + runs[*].backward_s.median``). Without runs there is
   nothing to time: the check passes with ``value`` null.
@@ -57,8 +58,8 @@ class Budgets:
     Attributes:
         max_flops: Forward FLOPs.
         max_backward_flops: Backward FLOPs of the budget strategy.
-        max_peak_bytes: Training peak of the budget strategy, in bytes (the inference
-            peak when no strategy is modelled).
+        max_peak_bytes: Training peak of the budget strategy, in bytes, inputs included
+            (the inference peak when no strategy is modelled).
         max_retained_bytes: Bytes the budget strategy retains for backward.
         max_time_s: Median forward plus median backward seconds of every run.
         strategy: The budget strategy: a strategy name, ``"all"``, or ``None`` for the

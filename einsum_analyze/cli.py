@@ -231,7 +231,7 @@ class _AnalyzeCommand(_OneLineErrors):
               help="Budget: backward FLOPs of the budget strategy.")
 @click.option("--max-peak", metavar="BYTES",
               help="Budget: training peak of the budget strategy, or the forward peak "
-              "when no strategy is modelled (512MiB, 2GB).")
+              "when no strategy is modelled; inputs included (512MiB, 2GB).")
 @click.option("--max-retained", metavar="BYTES",
               help="Budget: bytes the budget strategy retains for backward.")
 @click.option("--max-time", metavar="SECONDS",
