@@ -97,6 +97,7 @@ def analyze(
     gradients: GradientPlan | None = None
     warnings: list[str] = list(plan.warnings)
     chosen = _check_strategies(strategies or (), strategy_options or {})
+    operands: tuple[int, ...] = ()  # nothing is differentiated without a strategy
     if chosen:
         if isinstance(grad, str):
             operands = parse_operand_list(grad, eq.num_operands)
@@ -132,6 +133,7 @@ def analyze(
         forward_memory=forward,
         memory_limit_elements=limit,
         analysis_s=time.perf_counter() - start,
+        grad_operands=operands,
         gradients=gradients,
         strategies=tuple(strategy_results),
         inference_memory=inference,

@@ -12,7 +12,8 @@ The rule (docs/ci.md):
   modelled strategy (``reverse`` under the default ``--strategy``), the one named by
   ``--budget-strategy``, or every modelled strategy with ``--budget-strategy all`` (each
   is checked and reported). With no strategy modelled, ``max-peak`` checks the inference
-  peak (``forward.peak_bytes``) and the other two are an error.
+  peak (``forward.peak_bytes``) and the other two are an error. Peaks count the inputs,
+  as every peak of the report does; retained bytes do not.
 - ``max-time``: every run's median forward plus median backward seconds
   (``runs[*].forward_s.median + runs[*].backward_s.median``). Without runs there is
   nothing to time: the check passes with ``value`` null.
@@ -22,18 +23,14 @@ A figure equal to its limit passes.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any
 
 from .errors import BudgetError
-from .parsing import parse_bytes
+from .parsing import parse_budget_strategy, parse_byte_budget, parse_count, parse_seconds
+from .report import BUDGET_NAMES, BudgetCheck, BudgetName, BudgetUnit, Report
 from .strategies import STRATEGIES
-
-if TYPE_CHECKING:
-    from .report import Report
 
 __all__ = [
     "BUDGET_NAMES",
@@ -42,13 +39,7 @@ __all__ = [
     "Budgets",
     "apply_budgets",
     "check_budgets",
-    "parse_count",
-    "parse_seconds",
 ]
-
-BudgetName = Literal["max-flops", "max-backward-flops", "max-peak", "max-retained", "max-time"]
-BudgetUnit = Literal["flops", "bytes", "s"]
-BUDGET_NAMES: tuple[BudgetName, ...] = get_args(BudgetName)
 
 _FIELD_OF: Mapping[str, str] = {
     "max-flops": "max_flops",
@@ -58,99 +49,6 @@ _FIELD_OF: Mapping[str, str] = {
     "max-time": "max_time_s",
     "budget-strategy": "strategy",
 }
-_NUMBER = re.compile(r"^\s*([0-9][0-9_]*\.?[0-9_]*(?:[eE][+-]?[0-9]+)?)\s*$")
-_SECONDS = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(s|ms|us|ns)?\s*$")
-_SECOND_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
-
-
-def parse_count(value: object, name: str = "budget") -> int:
-    """Read a FLOP budget: a whole number, possibly in scientific notation.
-
-    Args:
-        value: An int, an integral float, or text such as ``"1e9"`` or ``"2_000_000"``.
-        name: The budget's name, for the error message.
-
-    Returns:
-        The count.
-
-    Raises:
-        BudgetError: Not a whole non-negative number.
-
-    Example:
-        >>> parse_count("1.5e3")
-        1500
-    """
-    number: float | int
-    if isinstance(value, bool):
-        raise BudgetError(f"{name} is {value!r}; expected a whole number such as 1e9")
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, float):
-        number = value
-    elif isinstance(value, str) and _NUMBER.match(value):
-        text = value.strip().replace("_", "")
-        number = int(text) if text.isdigit() else float(text)
-    else:
-        raise BudgetError(f"{name} is {value!r}; expected a whole number such as 1e9")
-    if isinstance(number, float):
-        if not math.isfinite(number) or number != int(number):
-            raise BudgetError(f"{name} is {value!r}; expected a whole number such as 1e9")
-        number = int(number)
-    if number < 0:
-        raise BudgetError(f"{name} is {value!r}; expected a number of at least 0")
-    return number
-
-
-def parse_seconds(value: object, name: str = "max-time") -> float:
-    """Read a time budget in seconds: a number, or text with a unit (s, ms, us, ns).
-
-    Raises:
-        BudgetError: Not a non-negative duration.
-
-    Example:
-        >>> parse_seconds("250ms")
-        0.25
-    """
-    if isinstance(value, bool):
-        raise BudgetError(f"{name} is {value!r}; expected seconds such as 0.5 or 250ms")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str) and (match := _SECONDS.match(value)):
-        number, unit = match.groups()
-        seconds = float(number) * _SECOND_UNITS[unit or "s"]
-    else:
-        raise BudgetError(f"{name} is {value!r}; expected seconds such as 0.5 or 250ms")
-    if not math.isfinite(seconds) or seconds < 0:
-        raise BudgetError(f"{name} is {value!r}; expected a duration of at least 0 s")
-    return seconds
-
-
-def _parse_bytes(value: object, name: str) -> int:
-    if isinstance(value, bool):
-        raise BudgetError(f"{name} is {value!r}; expected bytes such as 512MiB or 2GB")
-    if isinstance(value, int):
-        if value < 0:
-            raise BudgetError(f"{name} is {value!r}; expected a size of at least 0 B")
-        return value
-    if isinstance(value, float) and value.is_integer() and value >= 0:
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return parse_bytes(value)
-        except ValueError as err:
-            raise BudgetError(f"{name}: {err}") from err
-    raise BudgetError(f"{name} is {value!r}; expected bytes such as 512MiB or 2GB")
-
-
-def _parse_strategy(value: object) -> str:
-    if not isinstance(value, str):
-        raise BudgetError(f"budget-strategy is {value!r}; expected a strategy name or 'all'")
-    name = value.strip().lower()
-    if name != "all" and name not in STRATEGIES:
-        raise BudgetError(
-            f"unknown budget strategy {value!r}; choose all or one of: {', '.join(STRATEGIES)}"
-        )
-    return name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,8 +58,8 @@ class Budgets:
     Attributes:
         max_flops: Forward FLOPs.
         max_backward_flops: Backward FLOPs of the budget strategy.
-        max_peak_bytes: Training peak of the budget strategy, in bytes (the inference
-            peak when no strategy is modelled).
+        max_peak_bytes: Training peak of the budget strategy, in bytes, inputs included
+            (the inference peak when no strategy is modelled).
         max_retained_bytes: Bytes the budget strategy retains for backward.
         max_time_s: Median forward plus median backward seconds of every run.
         strategy: The budget strategy: a strategy name, ``"all"``, or ``None`` for the
@@ -215,11 +113,11 @@ class Budgets:
                 case "max-flops" | "max-backward-flops":
                     values[_FIELD_OF[name]] = parse_count(value, name)
                 case "max-peak" | "max-retained":
-                    values[_FIELD_OF[name]] = _parse_bytes(value, name)
+                    values[_FIELD_OF[name]] = parse_byte_budget(value, name)
                 case "max-time":
                     values[_FIELD_OF[name]] = parse_seconds(value, name)
                 case "budget-strategy":
-                    values["strategy"] = _parse_strategy(value)
+                    values["strategy"] = parse_budget_strategy(value, STRATEGIES)
         return cls(**values)
 
     def merged(self, override: Budgets) -> Budgets:
@@ -230,41 +128,6 @@ class Budgets:
             if getattr(override, f.name) is not None
         }
         return replace(self, **changes)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BudgetCheck:
-    """One budget checked against one figure.
-
-    Attributes:
-        name: The budget, e.g. ``"max-peak"``.
-        subject: What was measured: ``"forward"``, ``"strategy reverse"``, ``"run 0"``.
-        limit: The limit, in ``unit``.
-        value: The figure, in ``unit``; ``None`` when there was nothing to check.
-        unit: ``"flops"``, ``"bytes"`` or ``"s"``.
-    """
-
-    name: BudgetName
-    subject: str
-    limit: int | float
-    value: int | float | None
-    unit: BudgetUnit
-
-    @property
-    def passed(self) -> bool:
-        """Whether the figure is within the limit (equal passes; nothing to check passes)."""
-        return self.value is None or self.value <= self.limit
-
-    def to_dict(self) -> dict[str, Any]:
-        """One entry of the report's ``budgets`` section."""
-        return {
-            "name": self.name,
-            "subject": self.subject,
-            "limit": self.limit,
-            "value": self.value,
-            "unit": self.unit,
-            "passed": self.passed,
-        }
 
 
 def check_budgets(report: Mapping[str, Any], budgets: Budgets) -> tuple[BudgetCheck, ...]:

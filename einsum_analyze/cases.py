@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 from ._types import Shape
 from .budgets import Budgets, apply_budgets
-from .errors import EinsumAnalyzeError, InputFileError, ShapeError
-from .parsing import parse_shapes, parse_sizes
+from .errors import EinsumAnalyzeError, InputFileError
+from .parsing import parse_strategy_names, shapes_from_value, sizes_from_value
 from .report import SCHEMA_VERSION, Report
 from .strategies import STRATEGIES
 
@@ -327,43 +327,11 @@ def _read_case(name: str, raw: Mapping[str, Any], base: CaseDefaults) -> Case:
     has_shapes, has_sizes = "shapes" in raw, "sizes" in raw
     if has_shapes == has_sizes:
         raise InputFileError(f"case {name!r} needs exactly one of 'shapes' and 'sizes'")
-    shapes = _read_shapes(name, raw["shapes"]) if has_shapes else None
-    sizes = _read_sizes(name, raw["sizes"]) if has_sizes else None
+    where = f"case {name!r}"
+    shapes = shapes_from_value(raw["shapes"], where) if has_shapes else None
+    sizes = sizes_from_value(raw["sizes"], where) if has_sizes else None
     options = _with_options(base, raw, where=f"case {name!r}")
     return Case(name=name, equation=equation, shapes=shapes, sizes=sizes, options=options)
-
-
-def _read_shapes(name: str, value: object) -> tuple[Shape, ...]:
-    if isinstance(value, str):
-        return parse_shapes(value)
-    if not isinstance(value, list) or not all(isinstance(shape, list) for shape in value):
-        raise ShapeError(f"case {name!r} shapes must be a list of lists or text like 2x3,3x4")
-    shapes: list[Shape] = []
-    for number, shape in enumerate(value):
-        for dim in shape:
-            if isinstance(dim, bool) or not isinstance(dim, int):
-                raise ShapeError(
-                    f"case {name!r} operand {number} has size {dim!r}; sizes are whole numbers"
-                )
-        shapes.append(tuple(shape))
-    return tuple(shapes)
-
-
-def _read_sizes(name: str, value: object) -> dict[str, int]:
-    if isinstance(value, str):
-        return parse_sizes(value)
-    if not isinstance(value, dict):
-        raise ShapeError(f"case {name!r} sizes must be a table like {{a = 2}} or text a=2,b=3")
-    sizes: dict[str, int] = {}
-    for label, size in value.items():
-        if len(label) != 1 or not label.isalpha():
-            raise ShapeError(f"case {name!r} sizes has {label!r}; an index is one letter")
-        if isinstance(size, bool) or not isinstance(size, int):
-            raise ShapeError(
-                f"case {name!r} gives index {label!r} size {size!r}; sizes are whole numbers"
-            )
-        sizes[label] = size
-    return sizes
 
 
 def _with_options(base: CaseDefaults, raw: Mapping[str, Any], *, where: str) -> CaseDefaults:
@@ -394,7 +362,7 @@ def _with_options(base: CaseDefaults, raw: Mapping[str, Any], *, where: str) -> 
                     raise InputFileError(f"{where} grad is {value!r}; expected 'all', 'none', "
                                      "text such as '0,3' or a list of positions")
             case "strategy":
-                changes["strategies"] = _read_strategies(value, where)
+                changes["strategies"] = parse_strategy_names(value, where)
             case "budgets":
                 if not isinstance(value, dict):
                     raise InputFileError(f"{where} budgets must be a table such as "
@@ -404,13 +372,3 @@ def _with_options(base: CaseDefaults, raw: Mapping[str, Any], *, where: str) -> 
                 )
     return replace(base, **changes)
 
-
-def _read_strategies(value: object, where: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        names = [name.strip().lower() for name in value.split(",") if name.strip()]
-    elif isinstance(value, list) and all(isinstance(name, str) for name in value):
-        names = [name.strip().lower() for name in value]
-    else:
-        raise InputFileError(f"{where} strategy is {value!r}; expected names such as "
-                         "'reverse,independent' or a list")
-    return () if names in ([], ["none"]) else tuple(names)

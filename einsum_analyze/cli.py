@@ -21,6 +21,7 @@ import click
 from . import __version__
 from ._types import DType
 from .errors import EinsumAnalyzeError
+from .parsing import parse_shapes, parse_sizes, parse_strategy_names
 from .planning import OPTIMIZERS
 from .strategies import STRATEGIES, get_strategy, strategy_names
 
@@ -82,8 +83,9 @@ Examples:
 Exit codes:
   0  no figure regressed
   1  a figure regressed
-  2  a file is unreadable or not a report of this schema version, or one is
-     a single report and the other a batch
+  2  a file is unreadable or not a report of a schema version this tool reads
+     (1 or 2; version 1 is mapped to 2), or one is a single report and the
+     other a batch
 """
 
 
@@ -230,7 +232,7 @@ class _AnalyzeCommand(_OneLineErrors):
               help="Budget: backward FLOPs of the budget strategy.")
 @click.option("--max-peak", metavar="BYTES",
               help="Budget: training peak of the budget strategy, or the forward peak "
-              "when no strategy is modelled (512MiB, 2GB).")
+              "when no strategy is modelled; inputs included (512MiB, 2GB).")
 @click.option("--max-retained", metavar="BYTES",
               help="Budget: bytes the budget strategy retains for backward.")
 @click.option("--max-time", metavar="SECONDS",
@@ -278,7 +280,7 @@ def cli(
         budgets = _read_budgets(
             max_flops, max_backward_flops, max_peak, max_retained, max_time, budget_strategy
         )
-        settings = _Settings(optimize, memory_limit, dtype, grad, _split_names(strategies))
+        settings = _Settings(optimize, memory_limit, dtype, grad, parse_strategy_names(strategies))
         run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force)
         if cases_path is not None:
             if equation is not None or shapes is not None or sizes is not None:
@@ -302,7 +304,6 @@ def _analyze(
 ) -> int:
     from .analysis import analyze
     from .budgets import apply_budgets
-    from .parsing import parse_shapes, parse_sizes
 
     if (shapes is None) == (sizes is None):
         raise click.UsageError("give exactly one of --shapes and --sizes")
@@ -492,11 +493,6 @@ def _console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=120)
 
 
-def _split_names(text: str) -> tuple[str, ...]:
-    names = tuple(name.strip().lower() for name in text.split(",") if name.strip())
-    return () if names in ((), ("none",)) else names
-
-
 @click.command(
     name="compare",
     cls=_OneLineErrors,
@@ -535,7 +531,8 @@ def _compare(before: str, after: str, tolerance: float, json_path: str | None) -
     from .compare import compare_reports
 
     comparison = compare_reports(
-        _read_report(before, "BEFORE"), _read_report(after, "AFTER"), tolerance=tolerance
+        _read_report(before, "BEFORE"), _read_report(after, "AFTER"), tolerance=tolerance,
+        names=(f"BEFORE {before!r}", f"AFTER {after!r}"),
     )
     if json_path is not None:
         _write_json(comparison.to_dict(), json_path)

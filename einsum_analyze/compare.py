@@ -7,16 +7,21 @@ Rules (docs/ci.md):
   name) ``backward_flops``, ``retained_bytes`` and ``peak_bytes``.
 - Timings use a relative tolerance: a run's median ``forward_s`` or ``backward_s`` (runs
   matched by strategy, backend and device) regresses when it grows by more than
-  ``tolerance`` (0.05: 5 %), and improves when it shrinks by more.
+  ``tolerance`` (0.05: 5 %), and improves when it shrinks by more. A change of exactly
+  the tolerance (up to float rounding) is unchanged; with tolerance 0 any growth regresses.
 - A strategy, run or case present on one side only is ``added`` or ``removed``, not a
   regression. A batch case that had a report before and an error after is a regression.
 - Analysis time, versions and environment are never compared.
 
-Both documents must be reports of this schema version, both single or both batch.
+Both documents must be both single or both batch reports, of this schema version or of
+version 1: a version-1 report is read through :func:`upgrade_report`, which maps its
+keys to this version's, and the comparison notes it. Other versions are refused.
 """
 
 from __future__ import annotations
 
+import copy
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,7 +29,18 @@ from typing import Any, Literal
 from .errors import InputFileError
 from .report import SCHEMA_VERSION
 
-__all__ = ["Change", "ChangeStatus", "Comparison", "compare_reports", "load_comparison_schema"]
+__all__ = [
+    "READABLE_VERSIONS",
+    "Change",
+    "ChangeStatus",
+    "Comparison",
+    "compare_reports",
+    "load_comparison_schema",
+    "upgrade_report",
+]
+
+READABLE_VERSIONS: tuple[int, ...] = (1, SCHEMA_VERSION)
+"""The ``schema_version`` values :func:`compare_reports` reads (older ones are upgraded)."""
 
 ChangeStatus = Literal["regressed", "improved", "unchanged", "added", "removed"]
 Rule = Literal["exact", "relative", "presence"]
@@ -142,7 +158,11 @@ class Comparison:
 
 
 def compare_reports(
-    before: object, after: object, *, tolerance: float = 0.05
+    before: object,
+    after: object,
+    *,
+    tolerance: float = 0.05,
+    names: tuple[str, str] = ("BEFORE", "AFTER"),
 ) -> Comparison:
     """Compare two reports (single or batch) read back from JSON.
 
@@ -150,12 +170,14 @@ def compare_reports(
         before: The report before the change.
         after: The report after the change.
         tolerance: Relative tolerance for timings, at least 0 (0.05: 5 %).
+        names: What to call the two documents in messages, e.g. their file names.
 
     Returns:
         The :class:`Comparison`.
 
     Raises:
-        InputFileError: Not reports of this schema version, or one single and one batch.
+        InputFileError: Not reports of a version in :data:`READABLE_VERSIONS`, or one
+            single and one batch.
 
     Example:
         >>> from einsum_analyze import analyze
@@ -166,15 +188,22 @@ def compare_reports(
     """
     if isinstance(tolerance, bool) or not tolerance >= 0:
         raise InputFileError(f"tolerance is {tolerance!r}; expected a number of at least 0")
-    kind_before = _document_kind(before, "BEFORE")
-    kind_after = _document_kind(after, "AFTER")
+    name_before, name_after = names
+    kind_before = _document_kind(before, name_before)
+    kind_after = _document_kind(after, name_after)
     if kind_before != kind_after:
         raise InputFileError(
-            f"BEFORE is a {kind_before} and AFTER a {kind_after}; compare like with like"
+            f"{name_before} is a {kind_before} and {name_after} a {kind_after}; "
+            "compare like with like"
         )
     assert isinstance(before, Mapping) and isinstance(after, Mapping)
     changes: list[Change] = []
     notes: list[str] = []
+    for name, data in ((name_before, before), (name_after, after)):
+        if data["schema_version"] != SCHEMA_VERSION:
+            notes.append(f"{name} is a schema_version {data['schema_version']} report, read "
+                         f"as version {SCHEMA_VERSION} (docs/schema.md)")
+    before, after = upgrade_report(before), upgrade_report(after)
     if kind_before == "report":
         _compare_single(before, after, None, tolerance, changes, notes)
     else:
@@ -193,14 +222,67 @@ def load_comparison_schema() -> dict[str, Any]:
     return schema
 
 
+def upgrade_report(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A report (single or batch) of an older readable version, in this version's keys.
+
+    Version 1 to 2 (docs/schema.md, History):
+
+    - ``forward.steps[].removed`` becomes ``summed``;
+    - ``grad_operands``, absent without ``gradients``, is filled in from the strategies'
+      ``operands`` lists (every strategy lists each differentiated operand), else ``[]``;
+    - ``runs[].peak_bytes_measured`` and ``peak_bytes_predicted`` counted the bytes
+      above the inputs: they become ``peak_bytes_measured_without_inputs`` and
+      ``peak_bytes_predicted_without_inputs``, and the keys that count the inputs are
+      absent.
+
+    A report of this version comes back as it is; the input is never modified.
+
+    Example:
+        >>> old = {"schema_version": 1, "forward": {"steps": [{"removed": "b"}]}}
+        >>> new = upgrade_report(old)
+        >>> new["schema_version"], new["forward"]["steps"], new["grad_operands"]
+        (2, [{'summed': 'b'}], [])
+    """
+    if data.get("schema_version") != 1:
+        return data
+    upgraded: dict[str, Any] = copy.deepcopy(dict(data))
+    upgraded["schema_version"] = SCHEMA_VERSION
+    cases = upgraded.get("cases")
+    if isinstance(cases, list):
+        for case in cases:
+            if isinstance(case, dict) and isinstance(case.get("report"), Mapping):
+                case["report"] = upgrade_report({**case["report"], "schema_version": 1})
+        return upgraded
+    forward = upgraded.get("forward")
+    if isinstance(forward, dict):
+        for step in forward.get("steps", ()):
+            if isinstance(step, dict) and "removed" in step:
+                step["summed"] = step.pop("removed")
+    if "grad_operands" not in upgraded:
+        strategies = upgraded.get("strategies")
+        first = strategies[0] if isinstance(strategies, list) and strategies else {}
+        upgraded["grad_operands"] = sorted(
+            int(entry["operand"]) for entry in first.get("operands", ())
+            if isinstance(entry, Mapping) and "operand" in entry
+        )
+    for run in upgraded.get("runs", ()):
+        if not isinstance(run, dict):
+            continue
+        for key in ("peak_bytes_measured", "peak_bytes_predicted"):
+            if key in run:
+                run[f"{key}_without_inputs"] = run.pop(key)
+    return upgraded
+
+
 def _document_kind(data: object, which: str) -> DocumentKind:
     if not isinstance(data, Mapping) or "schema_version" not in data:
         raise InputFileError(f"{which} is not an einsum-analyze report (no schema_version)")
     version = data["schema_version"]
-    if version != SCHEMA_VERSION:
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
         raise InputFileError(
-            f"{which} has schema_version {version!r}; this einsum-analyze reads "
-            f"{SCHEMA_VERSION} (docs/schema.md)"
+            f"{which} has schema_version {version!r}; this einsum-analyze reads versions "
+            f"{readable} (docs/schema.md)"
         )
     if isinstance(data.get("cases"), list):
         return "batch"
@@ -232,9 +314,9 @@ def _verdict(
     if after is None:
         return "removed"
     if rule == "relative":
-        if after > before * (1 + tolerance):
+        if _beyond(after, before * (1 + tolerance)):
             return "regressed"
-        if after < before * (1 - tolerance):
+        if _beyond(before * (1 - tolerance), after):
             return "improved"
         return "unchanged"
     if after > before:
@@ -242,6 +324,16 @@ def _verdict(
     if after < before:
         return "improved"
     return "unchanged"
+
+
+def _beyond(larger: float, bound: float) -> bool:
+    """``larger > bound``, where a bound reached up to float rounding is not beyond.
+
+    With a 15 % tolerance, ``0.115`` after ``0.1`` is at the tolerance although
+    ``0.1 * 1.15`` is ``0.11499999999999999`` in floats; likewise ``0.009`` after ``0.010``
+    with 10 % (``0.010 * 0.9`` is ``0.009000000000000001``).
+    """
+    return larger > bound and not math.isclose(larger, bound, rel_tol=1e-12, abs_tol=0.0)
 
 
 def _add(

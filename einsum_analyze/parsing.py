@@ -1,14 +1,40 @@
-"""Read the small text formats users type: byte sizes, shapes, index sizes, operand lists."""
+"""User text to values, in one place: what users type on the command line or in files.
+
+Byte sizes, shapes, index sizes, operand lists, strategy names, memory limits and budget
+figures. Each parser takes text (or the value a JSON or TOML file holds) and returns a
+plain value, or raises one :class:`EinsumAnalyzeError` subclass with a one-line message.
+Nothing here knows about reports or runs; this module sits below everything but
+:mod:`einsum_analyze.errors` and :mod:`einsum_analyze._types`.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ._types import Shape
-from .errors import PlanningError, ShapeError
+from .errors import BudgetError, InputFileError, PlanningError, ShapeError
 
-__all__ = ["parse_bytes", "parse_operand_list", "parse_shapes", "parse_sizes"]
+if TYPE_CHECKING:
+    from .equation import Equation
+
+__all__ = [
+    "parse_budget_strategy",
+    "parse_byte_budget",
+    "parse_bytes",
+    "parse_count",
+    "parse_memory_limit",
+    "parse_operand_list",
+    "parse_seconds",
+    "parse_shapes",
+    "parse_sizes",
+    "parse_strategy_names",
+    "shapes_from_value",
+    "sizes_from_value",
+]
 
 _UNITS = {
     "": 1,
@@ -24,6 +50,9 @@ _UNITS = {
 }
 _BYTES = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 _DIM = re.compile(r"^[0-9]+$")
+_NUMBER = re.compile(r"^\s*([0-9][0-9_]*\.?[0-9_]*(?:[eE][+-]?[0-9]+)?)\s*$")
+_SECONDS = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(s|ms|us|ns)?\s*$")
+_SECOND_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 
 def parse_bytes(text: str) -> int:
@@ -165,3 +194,244 @@ def parse_operand_list(text: str, num_operands: int) -> tuple[int, ...]:
             )
         positions.update(range(low, high + 1))
     return tuple(sorted(positions))
+
+
+def shapes_from_value(value: object, where: str) -> tuple[Shape, ...]:
+    """Read shapes as a cases file holds them: text (see :func:`parse_shapes`) or lists.
+
+    Args:
+        value: ``"2x3,3x4"`` or ``[[2, 3], [3, 4]]``.
+        where: What holds the shapes, for error messages, e.g. ``"case 'mm'"``.
+
+    Raises:
+        ShapeError: Neither form, or a size that is not a whole number.
+
+    Example:
+        >>> shapes_from_value([[2, 3], []], "case 'mm'")
+        ((2, 3), ())
+    """
+    if isinstance(value, str):
+        return parse_shapes(value)
+    if not isinstance(value, list) or not all(isinstance(shape, list) for shape in value):
+        raise ShapeError(f"{where} shapes must be a list of lists or text like 2x3,3x4")
+    shapes: list[Shape] = []
+    for number, shape in enumerate(value):
+        for dim in shape:
+            if isinstance(dim, bool) or not isinstance(dim, int):
+                raise ShapeError(
+                    f"{where} operand {number} has size {dim!r}; sizes are whole numbers"
+                )
+        shapes.append(tuple(shape))
+    return tuple(shapes)
+
+
+def sizes_from_value(value: object, where: str) -> dict[str, int]:
+    """Read index sizes as a cases file holds them: text (see :func:`parse_sizes`) or a table.
+
+    Raises:
+        ShapeError: Neither form, a label that is not one letter, or a size that is not a
+            whole number.
+
+    Example:
+        >>> sizes_from_value({"a": 2, "b": 3}, "case 'mm'")
+        {'a': 2, 'b': 3}
+    """
+    if isinstance(value, str):
+        return parse_sizes(value)
+    if not isinstance(value, dict):
+        raise ShapeError(f"{where} sizes must be a table like {{a = 2}} or text a=2,b=3")
+    sizes: dict[str, int] = {}
+    for label, size in value.items():
+        if len(label) != 1 or not label.isalpha():
+            raise ShapeError(f"{where} sizes has {label!r}; an index is one letter")
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise ShapeError(
+                f"{where} gives index {label!r} size {size!r}; sizes are whole numbers"
+            )
+        sizes[label] = size
+    return sizes
+
+
+def parse_strategy_names(value: object, where: str = "--strategy") -> tuple[str, ...]:
+    """Read backward strategy names: ``"reverse,independent"``, a list, or ``"none"``.
+
+    Names are stripped and lower-cased; they are checked against the registered
+    strategies later, by the analysis. ``"none"`` (or nothing) means forward only.
+
+    Args:
+        value: Comma-separated text, or a list of names (from a cases file).
+        where: What holds the names, for the error message.
+
+    Raises:
+        InputFileError: Neither text nor a list of names.
+
+    Example:
+        >>> parse_strategy_names(" Reverse, torch-autograd ")
+        ('reverse', 'torch-autograd')
+        >>> parse_strategy_names("none")
+        ()
+    """
+    if isinstance(value, str):
+        names = [name.strip().lower() for name in value.split(",") if name.strip()]
+    elif isinstance(value, list) and all(isinstance(name, str) for name in value):
+        names = [name.strip().lower() for name in value]
+    else:
+        raise InputFileError(f"{where} strategy is {value!r}; expected names such as "
+                             "'reverse,independent' or a list")
+    return () if names in ([], ["none"]) else tuple(names)
+
+
+def parse_memory_limit(
+    limit: int | str | None, equation: Equation, itemsize: int
+) -> int | None:
+    """Turn a user's memory limit into opt_einsum's element count.
+
+    Args:
+        limit: ``None``, an element count, ``"max_input"`` (the largest input or output, as
+            opt_einsum means it), or a byte size such as ``"512MiB"`` or ``"2GB"``.
+        equation: The equation, for ``max_input``.
+        itemsize: Bytes per element, to turn a byte size into elements.
+
+    Returns:
+        The limit in elements, or ``None`` for no limit.
+
+    Raises:
+        PlanningError: An unreadable or non-positive limit.
+
+    Example:
+        >>> from einsum_analyze import parse_equation
+        >>> eq = parse_equation("ab,bc->ac", [(2, 3), (3, 4)])
+        >>> parse_memory_limit("1KiB", eq, 4)
+        256
+    """
+    if limit is None:
+        return None
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        if limit < 1:
+            raise PlanningError(f"memory limit {limit} must be a positive number of elements")
+        return limit
+    if limit == "max_input":
+        sizes = equation.size_dict
+        terms = (*equation.terms, equation.output)
+        return max(math.prod([sizes[label] for label in term]) for term in terms)
+    if isinstance(limit, str):
+        try:
+            if not any(char.isalpha() for char in limit.lower().replace("e", "")):
+                # No unit: an element count, as opt_einsum means it ("1e6" included).
+                elements = parse_bytes(limit)
+            else:
+                elements = parse_bytes(limit) // itemsize
+        except ValueError as err:
+            raise PlanningError(f"memory limit {limit!r}: {err}") from err
+        if elements < 1:
+            raise PlanningError(f"memory limit {limit!r} is less than one element")
+        return elements
+    raise PlanningError(f"memory limit {limit!r} is not an element count or a byte size")
+
+
+def parse_count(value: object, name: str = "budget") -> int:
+    """Read a FLOP budget: a whole number, possibly in scientific notation.
+
+    Args:
+        value: An int, an integral float, or text such as ``"1e9"`` or ``"2_000_000"``.
+        name: The budget's name, for the error message.
+
+    Returns:
+        The count.
+
+    Raises:
+        BudgetError: Not a whole non-negative number.
+
+    Example:
+        >>> parse_count("1.5e3")
+        1500
+    """
+    number: float | int
+    if isinstance(value, bool):
+        raise BudgetError(f"{name} is {value!r}; expected a whole number such as 1e9")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float):
+        number = value
+    elif isinstance(value, str) and _NUMBER.match(value):
+        text = value.strip().replace("_", "")
+        number = int(text) if text.isdigit() else float(text)
+    else:
+        raise BudgetError(f"{name} is {value!r}; expected a whole number such as 1e9")
+    if isinstance(number, float):
+        if not math.isfinite(number) or number != int(number):
+            raise BudgetError(f"{name} is {value!r}; expected a whole number such as 1e9")
+        number = int(number)
+    if number < 0:
+        raise BudgetError(f"{name} is {value!r}; expected a number of at least 0")
+    return number
+
+
+def parse_seconds(value: object, name: str = "max-time") -> float:
+    """Read a time budget in seconds: a number, or text with a unit (s, ms, us, ns).
+
+    Raises:
+        BudgetError: Not a non-negative duration.
+
+    Example:
+        >>> parse_seconds("250ms")
+        0.25
+    """
+    if isinstance(value, bool):
+        raise BudgetError(f"{name} is {value!r}; expected seconds such as 0.5 or 250ms")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _SECONDS.match(value)):
+        number, unit = match.groups()
+        seconds = float(number) * _SECOND_UNITS[unit or "s"]
+    else:
+        raise BudgetError(f"{name} is {value!r}; expected seconds such as 0.5 or 250ms")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise BudgetError(f"{name} is {value!r}; expected a duration of at least 0 s")
+    return seconds
+
+
+def parse_byte_budget(value: object, name: str) -> int:
+    """Read a byte budget: a whole number of bytes, or text such as ``"512MiB"``.
+
+    Raises:
+        BudgetError: Not a non-negative size.
+
+    Example:
+        >>> parse_byte_budget("2KiB", "max-peak")
+        2048
+    """
+    if isinstance(value, bool):
+        raise BudgetError(f"{name} is {value!r}; expected bytes such as 512MiB or 2GB")
+    if isinstance(value, int):
+        if value < 0:
+            raise BudgetError(f"{name} is {value!r}; expected a size of at least 0 B")
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return parse_bytes(value)
+        except ValueError as err:
+            raise BudgetError(f"{name}: {err}") from err
+    raise BudgetError(f"{name} is {value!r}; expected bytes such as 512MiB or 2GB")
+
+
+def parse_budget_strategy(value: object, strategies: Sequence[str]) -> str:
+    """Read the budget strategy: ``"all"`` or one of ``strategies``, any case.
+
+    Raises:
+        BudgetError: Not text, or not ``all`` nor a strategy name.
+
+    Example:
+        >>> parse_budget_strategy(" Reverse", ("reverse", "independent"))
+        'reverse'
+    """
+    if not isinstance(value, str):
+        raise BudgetError(f"budget-strategy is {value!r}; expected a strategy name or 'all'")
+    name = value.strip().lower()
+    if name != "all" and name not in strategies:
+        raise BudgetError(
+            f"unknown budget strategy {value!r}; choose all or one of: {', '.join(strategies)}"
+        )
+    return name

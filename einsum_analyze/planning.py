@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from ._types import Label, LinearPath, SizeDict, SsaPath, Term
 from .equation import Equation
 from .errors import PlanningError
+from .parsing import parse_memory_limit  # moved to parsing; importable here as before
 
 __all__ = [
     "OPTIMIZERS",
@@ -172,56 +173,6 @@ class Plan:
                 position that does not exist.
         """
         return _build_plan(equation, path, optimizer)
-
-
-def parse_memory_limit(
-    limit: int | str | None, equation: Equation, itemsize: int
-) -> int | None:
-    """Turn a user's memory limit into opt_einsum's element count.
-
-    Args:
-        limit: ``None``, an element count, ``"max_input"`` (the largest input or output, as
-            opt_einsum means it), or a byte size such as ``"512MiB"`` or ``"2GB"``.
-        equation: The equation, for ``max_input``.
-        itemsize: Bytes per element, to turn a byte size into elements.
-
-    Returns:
-        The limit in elements, or ``None`` for no limit.
-
-    Raises:
-        PlanningError: An unreadable or non-positive limit.
-
-    Example:
-        >>> from einsum_analyze import parse_equation
-        >>> eq = parse_equation("ab,bc->ac", [(2, 3), (3, 4)])
-        >>> parse_memory_limit("1KiB", eq, 4)
-        256
-    """
-    if limit is None:
-        return None
-    if isinstance(limit, int) and not isinstance(limit, bool):
-        if limit < 1:
-            raise PlanningError(f"memory limit {limit} must be a positive number of elements")
-        return limit
-    if limit == "max_input":
-        sizes = [size_of(term, equation.size_dict) for term in equation.terms]
-        sizes.append(size_of(equation.output, equation.size_dict))
-        return max(sizes)
-    if isinstance(limit, str):
-        from .parsing import parse_bytes
-
-        try:
-            if not any(char.isalpha() for char in limit.lower().replace("e", "")):
-                # No unit: an element count, as opt_einsum means it ("1e6" included).
-                elements = parse_bytes(limit)
-            else:
-                elements = parse_bytes(limit) // itemsize
-        except ValueError as err:
-            raise PlanningError(f"memory limit {limit!r}: {err}") from err
-        if elements < 1:
-            raise PlanningError(f"memory limit {limit!r} is less than one element")
-        return elements
-    raise PlanningError(f"memory limit {limit!r} is not an element count or a byte size")
 
 
 def plan_contraction(

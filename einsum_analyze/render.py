@@ -11,10 +11,9 @@ from rich.table import Table
 
 from .execution import Run
 from .planning import Step
-from .report import Report
+from .report import BudgetCheck, Report
 
 if TYPE_CHECKING:
-    from .budgets import BudgetCheck
     from .cases import BatchReport
     from .compare import Comparison
 
@@ -124,8 +123,8 @@ def _summary_table(report: Report) -> Table:
         f"({format_bytes(plan.largest_intermediate_elements * report.itemsize)})",
     )
     table.add_row("inputs", format_bytes(mem.input_bytes))
-    table.add_row("peak (inputs included)", format_bytes(mem.peak_bytes))
-    table.add_row("peak above inputs", format_bytes(mem.peak_bytes_without_inputs))
+    table.add_row("peak (incl. inputs)", format_bytes(mem.peak_bytes))
+    table.add_row("peak without inputs", format_bytes(mem.peak_bytes_without_inputs))
     if report.memory_limit_elements is not None:
         limit = format_count(report.memory_limit_elements)
         table.add_row("planner memory limit", f"{limit} elements")
@@ -175,10 +174,12 @@ def _strategies_table(report: Report) -> Table | None:
     least_peak = min(r.memory.peak_bytes for r in results)
     table = Table(
         title="Backward strategies (* fewest FLOPs, + lowest training peak)",
-        caption="bwd/fwd: backward over forward FLOPs; vs inference: training peak over "
-        "the inference peak",
+        caption="bwd/fwd: backward over forward FLOPs; retained: kept for backward beyond the "
+        "inputs and the output; vs inference: training peak over the inference peak, both "
+        "with the inputs",
     )
-    for header in ("strategy", "bwd FLOPs", "bwd/fwd", "retained", "train peak", "vs inference"):
+    for header in ("strategy", "bwd FLOPs", "bwd/fwd", "retained", "train peak (incl. inputs)",
+                   "vs inference"):
         table.add_column(header, justify="left" if header == "strategy" else "right",
                          no_wrap=True)
     inference = _inference_peak(report)
@@ -348,8 +349,9 @@ def render_batch(batch: BatchReport, console: Console) -> None:
     Why a case failed is not repeated here: the CLI prints it on stderr.
     """
     table = Table(title=f"Cases: {len(batch.cases)}",
-                  caption="bwd FLOPs and train peak: the first modelled strategy")
-    for header in ("case", "status", "FLOPs", "bwd FLOPs", "train peak", "budgets"):
+                  caption="bwd FLOPs and train peak: the first modelled strategy (the "
+                  "inference peak when none); peaks include the inputs")
+    for header in ("case", "status", "FLOPs", "bwd FLOPs", "peak (incl. inputs)", "budgets"):
         table.add_column(header, justify="left" if header in ("case", "status") else "right",
                          no_wrap=header != "case", overflow="fold")
     for outcome in batch.cases:

@@ -8,21 +8,77 @@ import math
 import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Literal, get_args
 
 from .equation import Equation
 from .memory import MemoryProfile
 from .planning import Plan
 
 if TYPE_CHECKING:
-    from .budgets import BudgetCheck
     from .execution import Run
     from .strategies import GradientPlan, StrategyResult
 
-__all__ = ["SCHEMA_VERSION", "Report", "dump_json", "environment", "load_schema"]
+__all__ = [
+    "BUDGET_NAMES",
+    "SCHEMA_VERSION",
+    "BudgetCheck",
+    "BudgetName",
+    "BudgetUnit",
+    "Report",
+    "dump_json",
+    "environment",
+    "load_schema",
+]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bumped on any change that breaks a reader of earlier reports (docs/schema.md)."""
+
+BudgetName = Literal["max-flops", "max-backward-flops", "max-peak", "max-retained", "max-time"]
+BudgetUnit = Literal["flops", "bytes", "s"]
+BUDGET_NAMES: tuple[BudgetName, ...] = get_args(BudgetName)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetCheck:
+    """One budget checked against one figure: an entry of the report's ``budgets``.
+
+    It lives here, below :mod:`einsum_analyze.budgets`, because the report holds the
+    checks and the budgets module reads reports.
+
+    Attributes:
+        name: The budget, e.g. ``"max-peak"``.
+        subject: What was measured: ``"forward"``, ``"strategy reverse"``, ``"run 0"``.
+        limit: The limit, in ``unit``.
+        value: The figure, in ``unit``; ``None`` when there was nothing to check.
+        unit: ``"flops"``, ``"bytes"`` or ``"s"``.
+
+    Example:
+        >>> BudgetCheck(name="max-flops", subject="forward", limit=40, value=48,
+        ...             unit="flops").passed
+        False
+    """
+
+    name: BudgetName
+    subject: str
+    limit: int | float
+    value: int | float | None
+    unit: BudgetUnit
+
+    @property
+    def passed(self) -> bool:
+        """Whether the figure is within the limit (equal passes; nothing to check passes)."""
+        return self.value is None or self.value <= self.limit
+
+    def to_dict(self) -> dict[str, Any]:
+        """One entry of the report's ``budgets`` section."""
+        return {
+            "name": self.name,
+            "subject": self.subject,
+            "limit": self.limit,
+            "value": self.value,
+            "unit": self.unit,
+            "passed": self.passed,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,7 +93,9 @@ class Report:
         forward_memory: Replay of the forward (inference) schedule.
         memory_limit_elements: The planner's limit on intermediates, if any.
         analysis_s: Wall seconds the analysis took.
-        gradients: Derived gradient contractions, if backward was analysed.
+        grad_operands: Positions of the operands whose gradient was modelled: the parsed
+            ``grad`` when a strategy was modelled, else empty.
+        gradients: Derived gradient contractions, if the independent strategy was modelled.
         strategies: Backward strategies, if analysed.
         inference_memory: Replay of the inference forward pass as the executor runs it
             (layout copies included), when strategies were analysed: the basis that
@@ -55,6 +113,7 @@ class Report:
     forward_memory: MemoryProfile
     memory_limit_elements: int | None
     analysis_s: float
+    grad_operands: tuple[int, ...] = ()
     gradients: GradientPlan | None = None
     strategies: tuple[StrategyResult, ...] = ()
     inference_memory: MemoryProfile | None = None
@@ -112,7 +171,7 @@ class Report:
                         "inputs": list(step.inputs),
                         "output": step.output,
                         "equation": step.equation,
-                        "removed": step.removed,
+                        "summed": step.removed,
                         "flops": step.flops,
                         "output_elements": step.output_elements,
                         "output_bytes": step.output_elements * itemsize,
@@ -120,13 +179,13 @@ class Report:
                     for step in plan.steps
                 ],
             },
+            "grad_operands": list(self.grad_operands),
             "timing": {"analysis_s": self.analysis_s},
             "environment": dict(self.environment),
             "warnings": list(self.warnings),
         }
         if self.gradients is not None:
             data["gradients"] = self.gradients.to_dicts(itemsize)
-            data["grad_operands"] = list(self.gradients.operands)
         if self.strategies:
             data["strategies"] = [s.to_dict(itemsize) for s in self.strategies]
         if self.runs:

@@ -61,7 +61,7 @@ def test_readme_example():
     assert result.exit_code == 0, result.stderr
     out = result.stdout
     for key in ("Forward path", "Forward summary", "bc,bd,cm,mdn->bn", "FLOPs", "31,112",
-                "largest intermediate", "peak (inputs included)", "float32"):
+                "largest intermediate", "peak (incl. inputs)", "float32"):
         assert key in out
     assert not out.lstrip().startswith("{")
 
@@ -72,7 +72,7 @@ def test_json_to_stdout_is_pure_json():
     assert result.stderr == ""
     data = json.loads(result.stdout)  # nothing but JSON
     jsonschema.validate(data, load_schema())
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert data["equation"] == "bc,bd,cm,mdn->bn"
     assert data["shapes"] == [[512, 2], [512, 2], [2, 7], [7, 2, 7]]
     assert data["dtype"] == "float32"

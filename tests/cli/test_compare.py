@@ -15,6 +15,8 @@ from click.testing import CliRunner
 from einsum_analyze.cli import cli, compare_cli
 from einsum_analyze.compare import load_comparison_schema
 
+V1 = Path(__file__).parents[1] / "golden" / "schema_v1"
+
 
 def _invoke(command: Any, args: list[str]) -> Any:
     return CliRunner().invoke(command, args, catch_exceptions=False)
@@ -122,8 +124,9 @@ def test_batch_reports_compare_by_case(tmp_path: Path) -> None:
     [
         (None, "cannot read BEFORE report"),
         ("not json", "BEFORE report"),
-        ('{"schema_version": 7, "forward": {}}', "BEFORE has schema_version 7"),
-        ("[1, 2]", "BEFORE is not an einsum-analyze report"),
+        ('{"schema_version": 7, "forward": {}}', "BEFORE '{path}' has schema_version 7; this "
+         "einsum-analyze reads versions 1 and 2 (docs/schema.md)"),
+        ("[1, 2]", "BEFORE '{path}' is not an einsum-analyze report"),
     ],
 )
 def test_bad_files_exit_2_with_nothing_on_stdout(reports: dict[str, str], tmp_path: Path,
@@ -134,17 +137,18 @@ def test_bad_files_exit_2_with_nothing_on_stdout(reports: dict[str, str], tmp_pa
     result = _invoke(cli, ["compare", str(path), reports["small"], "--json", "-"])
     assert result.exit_code == 2
     assert result.stdout == ""
-    assert result.stderr.startswith("Error: ") and message in result.stderr
+    assert result.stderr.startswith("Error: ") and message.format(path=path) in result.stderr
     assert len(result.stderr.splitlines()) == 1
 
 
 def test_single_against_batch_exits_2(reports: dict[str, str], tmp_path: Path) -> None:
     batch = tmp_path / "batch.json"
-    data = {"schema_version": 1, "tool": {}, "cases": [], "summary": {}}
+    data = {"schema_version": 2, "tool": {}, "cases": [], "summary": {}}
     batch.write_text(json.dumps(data))
     result = _invoke(cli, ["compare", reports["small"], str(batch)])
     assert result.exit_code == 2
-    assert "BEFORE is a report and AFTER a batch" in result.stderr
+    assert f"BEFORE '{reports['small']}' is a report and AFTER '{batch}' a batch" in \
+        result.stderr
 
 
 def test_usage_errors_exit_2(reports: dict[str, str]) -> None:
@@ -180,3 +184,48 @@ def test_installed_entry_point_routes_compare(reports: dict[str, str]) -> None:
                           capture_output=True, text=True, check=False)
     assert done.returncode == 1
     assert "Regression: forward flops" in done.stderr
+
+
+@pytest.mark.parametrize("old_first", [True, False])
+def test_a_version_1_report_is_read_either_side(tmp_path: Path, old_first: bool) -> None:
+    old = str(V1 / "report_reverse.json")
+    new = _save(tmp_path, "new.json", ["ab,bc->ac", "--shapes", "2x3,3x4", "--strategy",
+                                       "reverse"])
+    before, after = (old, new) if old_first else (new, old)
+    result = _invoke(cli, ["compare", before, after])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    assert "No figure changed (5 compared)" in result.stdout
+    which = f"BEFORE {old!r}" if old_first else f"AFTER {old!r}"
+    note = f"note: {which} is a schema_version 1 report, read as version 2"
+    assert note in result.stdout.replace("\n", "")
+
+
+def test_a_version_1_report_shows_regressions_against_version_2(tmp_path: Path) -> None:
+    new = _save(tmp_path, "new.json", ["ab,bc->ac", "--shapes", "2x3,3x5", "--strategy",
+                                       "reverse"])
+    result = _invoke(cli, ["compare", str(V1 / "report_reverse.json"), new, "--json", "-"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    jsonschema.Draft202012Validator(load_comparison_schema()).validate(data)
+    assert data["schema_version"] == 2
+    assert data["notes"][0].endswith("is a schema_version 1 report, read as version 2 "
+                                     "(docs/schema.md)")
+    assert result.stderr.startswith("Regression: forward flops: 48 FLOPs -> 60 FLOPs")
+
+
+@pytest.mark.parametrize("version", [3, 0, "2"])
+def test_an_unreadable_version_is_one_line_naming_file_and_version(
+    reports: dict[str, str], tmp_path: Path, version: object
+) -> None:
+    data = json.loads(Path(reports["small"]).read_text())
+    data["schema_version"] = version
+    path = tmp_path / "future.json"
+    path.write_text(json.dumps(data))
+    result = _invoke(cli, ["compare", reports["small"], str(path)])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"Error: AFTER {str(path)!r} has schema_version {version!r}; this einsum-analyze "
+        "reads versions 1 and 2 (docs/schema.md)\n"
+    )

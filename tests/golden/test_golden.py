@@ -28,6 +28,12 @@ CASES: dict[str, dict[str, Any]] = {
     "ellipsis_broadcast": {"equation": "...ij,...jk->...ik",
                            "shapes": [[8, 1, 32, 64], [1, 4, 64, 16]]},
     "trace": {"equation": "ii->", "shapes": [[128, 128]]},
+    # grad_operands is always present: [] without strategies; without the independent
+    # strategy there is no gradients section but the operands are still listed.
+    "mm_forward_only": {"equation": "ab,bc->ac", "shapes": [[2, 3], [3, 4]],
+                        "strategies": ()},
+    "mm_reverse_grad1": {"equation": "ab,bc->ac", "shapes": [[2, 3], [3, 4]],
+                         "strategies": ("reverse",), "grad": "1"},
 }
 
 VOLATILE = {"timing", "environment", "tool", "planning_s"}

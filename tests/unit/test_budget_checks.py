@@ -9,14 +9,7 @@ import jsonschema
 import pytest
 
 from einsum_analyze import analyze
-from einsum_analyze.budgets import (
-    BudgetCheck,
-    Budgets,
-    apply_budgets,
-    check_budgets,
-    parse_count,
-    parse_seconds,
-)
+from einsum_analyze.budgets import BudgetCheck, Budgets, apply_budgets, check_budgets
 from einsum_analyze.errors import BudgetError, EinsumAnalyzeError
 from einsum_analyze.report import load_schema
 
@@ -32,34 +25,6 @@ def _report(equation: str, shapes: Any, **kwargs: Any) -> dict[str, Any]:
 
 def _strategy(data: dict[str, Any], name: str) -> dict[str, Any]:
     return next(s for s in data["strategies"] if s["name"] == name)
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [("1e9", 10**9), ("2_000_000", 2_000_000), (" 48 ", 48), (1e3, 1000), (7, 7), ("1.5e3", 1500)],
-)
-def test_parse_count_accepts_whole_numbers(text: object, expected: int) -> None:
-    assert parse_count(text) == expected
-
-
-@pytest.mark.parametrize("text", ["1.5", "-3", "abc", "", True, 2.5, float("inf"), None])
-def test_parse_count_refuses_other_values(text: object) -> None:
-    with pytest.raises(BudgetError, match="max-flops"):
-        parse_count(text, "max-flops")
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [("0.5", 0.5), ("250ms", 0.25), ("20us", 2e-5), ("3ns", 3e-9), (2, 2.0), ("1s", 1.0)],
-)
-def test_parse_seconds(text: object, expected: float) -> None:
-    assert parse_seconds(text) == pytest.approx(expected)
-
-
-@pytest.mark.parametrize("text", ["fast", "-1", "1min", False, float("nan")])
-def test_parse_seconds_refuses(text: object) -> None:
-    with pytest.raises(BudgetError, match="max-time"):
-        parse_seconds(text)
 
 
 def test_from_mapping_reads_every_spelling_and_unit() -> None:

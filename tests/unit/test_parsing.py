@@ -1,11 +1,29 @@
-"""The small text formats users type: byte sizes, shapes, index sizes, operand lists."""
+"""User text to values: byte sizes, shapes, index sizes, operand lists, names, budgets."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
-from einsum_analyze import PlanningError, ShapeError
-from einsum_analyze.parsing import parse_bytes, parse_operand_list, parse_shapes, parse_sizes
+import einsum_analyze.parsing as parsing
+from einsum_analyze import PlanningError, ShapeError, parse_equation
+from einsum_analyze.errors import BudgetError, InputFileError
+from einsum_analyze.parsing import (
+    parse_budget_strategy,
+    parse_byte_budget,
+    parse_bytes,
+    parse_count,
+    parse_memory_limit,
+    parse_operand_list,
+    parse_seconds,
+    parse_shapes,
+    parse_sizes,
+    parse_strategy_names,
+    shapes_from_value,
+    sizes_from_value,
+)
 
 # --- parse_bytes -------------------------------------------------------------------------
 
@@ -199,3 +217,144 @@ def test_parse_operand_list(text, num, expected):
 def test_parse_operand_list_errors(text, num, match):
     with pytest.raises(PlanningError, match=match):
         parse_operand_list(text, num)
+
+
+# --- budget figures ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1e9", 10**9), ("2_000_000", 2_000_000), (" 48 ", 48), (1e3, 1000), (7, 7), ("1.5e3", 1500)],
+)
+def test_parse_count_accepts_whole_numbers(text: object, expected: int) -> None:
+    assert parse_count(text) == expected
+
+
+@pytest.mark.parametrize("text", ["1.5", "-3", "abc", "", True, 2.5, float("inf"), None])
+def test_parse_count_refuses_other_values(text: object) -> None:
+    with pytest.raises(BudgetError, match="max-flops"):
+        parse_count(text, "max-flops")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("0.5", 0.5), ("250ms", 0.25), ("20us", 2e-5), ("3ns", 3e-9), (2, 2.0), ("1s", 1.0)],
+)
+def test_parse_seconds(text: object, expected: float) -> None:
+    assert parse_seconds(text) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text", ["fast", "-1", "1min", False, float("nan")])
+def test_parse_seconds_refuses(text: object) -> None:
+    with pytest.raises(BudgetError, match="max-time"):
+        parse_seconds(text)
+
+
+@pytest.mark.parametrize(("value", "expected"), [("2KiB", 2048), (512, 512), (64.0, 64),
+                                                 ("1e3", 1000), (0, 0)])
+def test_parse_byte_budget(value: object, expected: int) -> None:
+    assert parse_byte_budget(value, "max-peak") == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [(-1, "max-peak is -1; expected a size of at least 0 B"),
+     (True, "max-peak is True; expected bytes"),
+     (1.5, "max-peak is 1.5; expected bytes"),
+     ("5XB", "max-peak: unknown unit 'XB' in '5XB'"),
+     ([1], "max-peak is \\[1\\]; expected bytes")],
+)
+def test_parse_byte_budget_refuses(value: object, match: str) -> None:
+    with pytest.raises(BudgetError, match=match):
+        parse_byte_budget(value, "max-peak")
+
+
+def test_parse_budget_strategy() -> None:
+    names = ("reverse", "independent")
+    assert parse_budget_strategy(" ALL ", names) == "all"
+    assert parse_budget_strategy("Independent", names) == "independent"
+    with pytest.raises(BudgetError, match="unknown budget strategy 'x'; choose all or one of: "
+                       "reverse, independent"):
+        parse_budget_strategy("x", names)
+    with pytest.raises(BudgetError, match="budget-strategy is 3; expected a strategy name"):
+        parse_budget_strategy(3, names)
+
+
+# --- strategy names, and shapes and sizes as files hold them -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("reverse,independent", ("reverse", "independent")),
+     (" Reverse , ,TORCH-autograd ", ("reverse", "torch-autograd")),
+     ("none", ()), ("None", ()), ("", ()), (" , ", ()),
+     (["Reverse", " independent"], ("reverse", "independent")), (["none"], ()), ([], ())],
+)
+def test_parse_strategy_names(value: object, expected: tuple[str, ...]) -> None:
+    assert parse_strategy_names(value) == expected
+
+
+@pytest.mark.parametrize("value", [3, None, ["reverse", 2], {"a": 1}])
+def test_parse_strategy_names_refuses(value: object) -> None:
+    with pytest.raises(InputFileError, match="case 'x' strategy is .*; expected names such as "
+                       "'reverse,independent' or a list"):
+        parse_strategy_names(value, "case 'x'")
+
+
+def test_shapes_and_sizes_from_values() -> None:
+    assert shapes_from_value("2x3,()", "case 'x'") == ((2, 3), ())
+    assert shapes_from_value([[2, 3], []], "case 'x'") == ((2, 3), ())
+    assert sizes_from_value("a=2,b=3", "case 'x'") == {"a": 2, "b": 3}
+    assert sizes_from_value({"a": 2}, "case 'x'") == {"a": 2}
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [({"a": 2}, "case 'x' shapes must be a list of lists"),
+     ([[2, "3"]], "case 'x' operand 0 has size '3'; sizes are whole numbers"),
+     ([[2], [True]], "case 'x' operand 1 has size True")],
+)
+def test_shapes_from_value_refuses(value: object, match: str) -> None:
+    with pytest.raises(ShapeError, match=match):
+        shapes_from_value(value, "case 'x'")
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [([2], "case 'x' sizes must be a table"),
+     ({"ab": 2}, "case 'x' sizes has 'ab'; an index is one letter"),
+     ({"a": 2.0}, "case 'x' gives index 'a' size 2.0; sizes are whole numbers")],
+)
+def test_sizes_from_value_refuses(value: object, match: str) -> None:
+    with pytest.raises(ShapeError, match=match):
+        sizes_from_value(value, "case 'x'")
+
+
+# --- memory limits -----------------------------------------------------------------------
+
+
+def test_parse_memory_limit_reads_elements_bytes_and_max_input() -> None:
+    eq = parse_equation("ab,bc->ac", [(2, 3), (3, 5)])
+    assert parse_memory_limit(None, eq, 4) is None
+    assert parse_memory_limit(7, eq, 4) == 7
+    assert parse_memory_limit("1e2", eq, 4) == 100  # no unit: elements
+    assert parse_memory_limit("1KiB", eq, 8) == 128
+    assert parse_memory_limit("max_input", eq, 4) == 15  # b x c = 15 > a x c = 10 > 6
+    with pytest.raises(PlanningError, match="memory limit '2B' is less than one element"):
+        parse_memory_limit("2B", eq, 4)
+
+
+def test_parse_memory_limit_is_still_importable_from_planning() -> None:
+    from einsum_analyze import planning
+
+    assert planning.parse_memory_limit is parse_memory_limit
+
+
+def test_parsing_imports_only_the_records_below_it() -> None:
+    # parsing is the bottom of the package: it must not reach planning, strategies or the
+    # report, or moving a parser here would make a cycle (the package's
+    # dependency direction).
+    tree = ast.parse(Path(parsing.__file__).read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.level == 1}
+    assert imported == {"_types", "errors", "equation"}
