@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import torch
 from corpus import CASES, Case
-from hypothesis import event, given, settings
+from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 from strategies import EinsumProblem, einsum_problems, grad_subsets
 
@@ -190,7 +190,7 @@ def test_corpus_numpy_backend(case, which):
 
 @pytest.mark.parametrize("optimizer", ["dp", "greedy"])
 def test_tn18_parameters_only(optimizer):
-    # The grad set of DESIGN.md section 7: only the 9 parameters (operands 9 to 17).
+    # The grad set of docs/method.md section 8: only the 9 parameters (operands 9 to 17).
     case = next(case for case in CASES if case.name == "tn18-b512")
     plan = plan_contraction(parse_equation(case.equation, case.shapes), optimizer)
     check(case.equation, plan, "reverse", list(range(9, 18)))
@@ -218,8 +218,7 @@ def small_enough(plan: Plan) -> bool:
 def test_random_equations_against_torch_autograd(problem: EinsumProblem, data):
     eq = parse_equation(problem.equation, problem.shapes)
     plan = plan_contraction(eq)
-    if not small_enough(plan):
-        return
+    assume(small_enough(plan))
     grad = data.draw(grad_subsets(eq.num_operands), label="grad")
     variant = data.draw(st.sampled_from(VARIANTS), label="strategy")
     check(problem.equation, plan, variant, grad, seed=data.draw(st.integers(0, 99)))
@@ -231,8 +230,7 @@ def test_random_equations_all_strategies_same_gradients(problem: EinsumProblem, 
     # With '...': every strategy on one drawn grad set, each against the oracle.
     eq = parse_equation(problem.equation, problem.shapes)
     plan = plan_contraction(eq, data.draw(st.sampled_from(["greedy", "optimal"])))
-    if not small_enough(plan):
-        return
+    assume(small_enough(plan))
     grad = data.draw(grad_subsets(eq.num_operands), label="grad")
     for variant in ("reverse", "independent", "torch-autograd"):
         check(problem.equation, plan, variant, grad)
@@ -243,6 +241,5 @@ def test_random_equations_all_strategies_same_gradients(problem: EinsumProblem, 
 def test_random_equations_numpy_backend(problem: EinsumProblem, data):
     eq = parse_equation(problem.equation, problem.shapes)
     plan = plan_contraction(eq)
-    if not small_enough(plan):
-        return
+    assume(small_enough(plan))
     check_numpy(problem.equation, plan, data.draw(grad_subsets(eq.num_operands)))
