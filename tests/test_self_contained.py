@@ -1,7 +1,9 @@
-"""The suite reads nothing outside the repository, and cites no design file outside it."""
+"""The suite reads nothing outside the repository, cites no design file outside it, and its
+property tests reject draws with ``assume`` rather than passing them by returning early."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -48,3 +50,50 @@ def test_references_cite_docs_method_not_an_outside_design_file():
              ROOT / "README.md"]
     found = offending_lines(paths, DESIGN)
     assert not found, "cite docs/method.md instead:\n" + "\n".join(found)
+
+
+def early_returns(source: str) -> list[str]:
+    """Functions decorated with hypothesis's ``given`` that contain a ``return``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        decorators = [d.func if isinstance(d, ast.Call) else d for d in node.decorator_list]
+        names = {d.id if isinstance(d, ast.Name) else getattr(d, "attr", "") for d in decorators}
+        if "given" not in names:
+            continue
+        # Nested functions may return; the test's own body may not.
+        body = [n for stmt in node.body for n in ast.walk(stmt)]
+        nested = {id(n) for d in body if isinstance(d, ast.FunctionDef | ast.Lambda)
+                  for n in ast.walk(d) if n is not d}
+        if any(isinstance(n, ast.Return) and id(n) not in nested for n in body):
+            found.append(f"{node.name}:{node.lineno}")
+    return found
+
+
+def test_the_early_return_check_sees_one():
+    source = (
+        "@settings(deadline=None)\n"
+        "@given(x=st.integers())\n"
+        "def test_a(x):\n"
+        "    if x > 3:\n"
+        "        return\n"
+        "    def helper():\n"
+        "        return 1\n"
+        "@given(st.integers())\n"
+        "def test_b(x):\n"
+        "    assume(x > 3)\n"
+        "    check = lambda: 1\n"
+        "    def inner():\n"
+        "        return 2\n"
+    )
+    assert early_returns(source) == ["test_a:3"]
+
+
+def test_property_tests_use_assume_not_an_early_return():
+    found = [
+        f"{path.relative_to(ROOT)}:{where}"
+        for path in files("tests", ".py")
+        for where in early_returns(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, "use hypothesis.assume instead of returning early:\n" + "\n".join(found)
