@@ -52,6 +52,20 @@ def test_references_cite_docs_method_not_an_outside_design_file():
     assert not found, "cite docs/method.md instead:\n" + "\n".join(found)
 
 
+def test_cited_sections_of_docs_method_exist():
+    headings = set(re.findall(r"^## (\d+)\. ", (ROOT / "docs" / "method.md").read_text(
+        encoding="utf-8"), flags=re.MULTILINE))
+    paths = [*files("einsum_analyze", ".py"), *files("tests", ".py"), *files("docs", ".md")]
+    cited = {
+        (str(path.relative_to(ROOT)), number)
+        for path in paths
+        for number in re.findall(r"method\.md,? section (\d+)", path.read_text(encoding="utf-8"))
+    }
+    assert cited, "no citation found: the pattern is out of date"
+    missing = sorted(f"{where} cites section {n}" for where, n in cited if n not in headings)
+    assert not missing, "docs/method.md has no such section:\n" + "\n".join(missing)
+
+
 def early_returns(source: str) -> list[str]:
     """Functions decorated with hypothesis's ``given`` that contain a ``return``."""
     found = []
