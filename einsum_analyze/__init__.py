@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+from ._version import __version__
 from .analysis import analyze, execute
 from .equation import Equation, parse_equation
 from .errors import (
@@ -21,8 +22,6 @@ from .errors import (
 from .memory import MemoryProfile, simulate_memory
 from .planning import Plan, Step, plan_contraction
 from .report import SCHEMA_VERSION, Report
-
-__version__ = "0.1.0"
 
 __all__ = [
     "SCHEMA_VERSION",

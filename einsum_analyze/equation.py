@@ -2,7 +2,7 @@
 
 After :func:`parse_equation` every later stage sees plain subscripts: no ``...``, no
 implicit output, and one size per label. Size-1 dimensions that broadcast against a
-larger one get a fresh label private to their operand (DESIGN.md section 2).
+larger one get a fresh label private to their operand (docs/method.md section 1).
 """
 
 from __future__ import annotations

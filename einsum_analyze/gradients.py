@@ -1,4 +1,4 @@
-"""Derive the gradient contraction of each operand (DESIGN.md section 3).
+"""Derive the gradient contraction of each operand (docs/method.md section 4).
 
 For ``Y = einsum(s_1, ..., s_n -> o)`` and upstream gradient ``G`` (labels ``o``), the
 gradient of operand ``k`` is:

@@ -1,4 +1,4 @@
-"""Memory as a replay of a schedule of allocate and free events (DESIGN.md section 5).
+"""Memory as a replay of a schedule of allocate and free events (docs/method.md section 3).
 
 A schedule lists, in execution order, every tensor the run creates and when it dies.
 The caller's operands are live throughout and are not in the schedule; the replay adds

@@ -127,7 +127,7 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data (schema ``schema/report.schema.json``)."""
-        from . import __version__
+        from ._version import __version__
 
         eq = self.equation
         itemsize = self.itemsize

@@ -7,8 +7,8 @@ Every case is an equation with operand shapes. Categories:
   (size-1 dimensions), ``ellipsis``, ``implicit`` (no ``->``), ``uppercase``;
 - ``opt_einsum``: the equations of opt_einsum's own ``tests/test_contract.py``, with
   shapes from :func:`label_size`;
-- ``bench``: the public benchmark cases of ``shared/bench/cases.json``, copied here so
-  the suite does not need that file (some are large: analyse them, do not allocate them);
+- ``bench``: the public benchmark cases of ``benchmarks/cases.json``, repeated here (a
+  test checks that the two agree; some are large: analyse them, do not allocate them);
 - ``regression``: every shrunk hypothesis failure and every fixed bug, tagged with its
   issue id.
 
@@ -187,7 +187,7 @@ _OPT_EINSUM: list[Case] = [
 
 _TN18 = "bc,bd,be,bf,bg,bh,bi,bj,bk,cm,mdn,neo,ofp,pgzq,qhr,ris,sjt,tk->bz"
 
-# shared/bench/cases.json, copied (the shared folder is not there in CI).
+# The cases of benchmarks/cases.json (test_cases_core checks that the two agree).
 _BENCH: list[Case] = [
     _c("tn18-b512", "bench", _TN18, *([(512, 2)] * 9), (2, 7), (7, 2, 7), (7, 2, 7),
        (7, 2, 7), (7, 2, 10, 7), (7, 2, 7), (7, 2, 7), (7, 2, 7), (7, 2)),

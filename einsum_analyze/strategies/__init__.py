@@ -1,4 +1,4 @@
-"""Backward strategies as schedules, their FLOPs and their memory (DESIGN.md section 4).
+"""Backward strategies as schedules, their FLOPs and their memory (docs/method.md section 5).
 
 Every strategy is one list of :class:`~einsum_analyze.schedule.Event`: the forward pass,
 then the backward pass. The same list is replayed for memory and run by the executor.

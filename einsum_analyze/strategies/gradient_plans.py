@@ -1,4 +1,4 @@
-"""Every operand's gradient core planned as its own einsum (DESIGN.md section 3).
+"""Every operand's gradient core planned as its own einsum (docs/method.md section 4).
 
 Strategies that differentiate each operand on its own (``independent``) register with
 ``needs_gradient_plans=True``; :func:`einsum_analyze.analyze` then plans the cores once,

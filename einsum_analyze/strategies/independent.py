@@ -1,4 +1,4 @@
-"""``independent``: each operand's gradient as its own planned einsum (DESIGN.md section 4).
+"""``independent``: each operand's gradient as its own planned einsum (docs/method.md section 5).
 
 The forward pass runs as inference (nothing retained); then each differentiated
 operand's core contraction (:mod:`einsum_analyze.gradients`), planned on its own by

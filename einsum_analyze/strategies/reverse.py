@@ -1,4 +1,4 @@
-"""``reverse``: reverse mode through the forward contraction tree (DESIGN.md section 4).
+"""``reverse``: reverse mode through the forward contraction tree (docs/method.md section 5).
 
 The gradient of each step input is one contraction of the step's output gradient with
 the step's other inputs; a step input is retained exactly when another input of the same

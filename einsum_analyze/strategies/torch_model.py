@@ -1,4 +1,4 @@
-"""``torch-autograd``: a model of torch autograd on the report's path (DESIGN.md section 4).
+"""``torch-autograd``: a model of torch autograd on the report's path (docs/method.md section 5).
 
 torch.einsum first sums away the indices private to one operand of a step, and its
 matrix product keeps that reduced copy for backward; the model adds those reductions as

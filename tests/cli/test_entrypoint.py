@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import shutil
 import subprocess
 import sys
+import sysconfig
 
 import pytest
 
 from einsum_analyze import __version__
+from einsum_analyze.cli import main
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -45,17 +48,40 @@ def test_module_json():
     assert json.loads(result.stdout)["forward"]["flops"] == 48
 
 
-@pytest.mark.skipif(shutil.which("einsum-analyze") is None,
-                    reason="the einsum-analyze script is not on PATH")
+def installed_script() -> str:
+    """The console script pip made for this package, beside the running interpreter.
+
+    Skips only when the package is not installed as a distribution (a bare source tree on
+    sys.path); once it is installed, a missing or wrong script is a failure.
+    """
+    try:
+        dist = importlib.metadata.distribution("einsum-analyze")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("einsum-analyze is not installed (pip install -e . makes its script)")
+    (entry,) = [ep for ep in dist.entry_points
+                if ep.group == "console_scripts" and ep.name == "einsum-analyze"]
+    assert entry.value == "einsum_analyze.cli:main"
+    assert entry.load() is main
+    script = shutil.which("einsum-analyze", path=sysconfig.get_path("scripts"))
+    assert script is not None, f"no einsum-analyze script in {sysconfig.get_path('scripts')}"
+    return script
+
+
 def test_installed_script():
-    script = shutil.which("einsum-analyze")
-    assert script is not None
+    script = installed_script()
     result = run(script, "--version")
     assert result.returncode == 0, result.stderr
-    assert __version__ in result.stdout
+    assert result.stdout.strip() == f"einsum-analyze, version {__version__}"
     result = run(script, "--help")
-    assert result.returncode == 0
+    assert result.returncode == 0, result.stderr
     assert "EQUATION" in result.stdout
+    assert "--shapes" in result.stdout
+    result = run(script, "ab,bc->ac", "--shapes", "2x3,3x4", "--device", "none", "--json", "-")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["forward"]["flops"] == 48
+    result = run(script, "ab,b1->a", "--shapes", "2x3,3x4", "--device", "none")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("Error: unknown character '1'")
 
 
 def test_core_imports_no_torch_click_or_rich():

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import torch
 from corpus import CASES, Case
-from hypothesis import event, given, settings
+from hypothesis import assume, event, find, given, settings
 from hypothesis import strategies as st
 from strategies import EinsumProblem, einsum_problems, grad_subsets
 
@@ -35,7 +35,12 @@ from einsum_analyze.backends.numpy_backend import run_events_numpy
 from einsum_analyze.backends.torch_backend import run_schedule
 from einsum_analyze.equation import Equation
 from einsum_analyze.planning import Plan
-from einsum_analyze.strategies import StrategyResult, build_strategy, plan_gradients
+from einsum_analyze.strategies import (
+    STRATEGIES,
+    StrategyResult,
+    build_strategy,
+    plan_gradients,
+)
 
 ITEMSIZE = 8  # float64
 
@@ -190,7 +195,7 @@ def test_corpus_numpy_backend(case, which):
 
 @pytest.mark.parametrize("optimizer", ["dp", "greedy"])
 def test_tn18_parameters_only(optimizer):
-    # The grad set of DESIGN.md section 7: only the 9 parameters (operands 9 to 17).
+    # The grad set of docs/method.md section 8: only the 9 parameters (operands 9 to 17).
     case = next(case for case in CASES if case.name == "tn18-b512")
     plan = plan_contraction(parse_equation(case.equation, case.shapes), optimizer)
     check(case.equation, plan, "reverse", list(range(9, 18)))
@@ -201,6 +206,28 @@ def test_tn18_parameters_only(optimizer):
 # No '...' here: the corpus has those, and random ellipsis problems mostly re-test parsing.
 PROBLEMS = einsum_problems(max_operands=6, ellipsis=False)
 SMALL = 4096  # elements: the largest tensor a drawn problem may make
+
+
+def features(problem: EinsumProblem, eq: Equation) -> set[str]:
+    """The kinds of index the drawn problem has (the oracle must see every kind)."""
+    found = set()
+    if problem.repeats_a_label:
+        found.add("repeated")
+    counts = {label: sum(label in term for term in eq.terms) for label in eq.size_dict}
+    private = {label for label, n in counts.items() if n == 1 and label not in eq.output}
+    if any(eq.size_dict[label] > 1 for label in private):
+        found.add("private")
+    # A size-1 dimension against a larger one: normalised to a fresh size-1 label.
+    lhs = problem.equation.split("->")[0].replace("...", "")
+    sizes: dict[str, set[int]] = {}
+    for term, shape in zip(lhs.split(","), problem.shapes, strict=False):
+        letters = [char for char in term if char.isalpha()]
+        if len(letters) == len(shape):  # no '...' in this term
+            for label, size in zip(letters, shape, strict=True):
+                sizes.setdefault(label, set()).add(size)
+    if any(1 in seen and len(seen) > 1 for seen in sizes.values()):
+        found.add("broadcast")
+    return found
 
 
 def small_enough(plan: Plan) -> bool:
@@ -218,8 +245,9 @@ def small_enough(plan: Plan) -> bool:
 def test_random_equations_against_torch_autograd(problem: EinsumProblem, data):
     eq = parse_equation(problem.equation, problem.shapes)
     plan = plan_contraction(eq)
-    if not small_enough(plan):
-        return
+    assume(small_enough(plan))
+    for feature in sorted(features(problem, eq)):
+        event(feature)
     grad = data.draw(grad_subsets(eq.num_operands), label="grad")
     variant = data.draw(st.sampled_from(VARIANTS), label="strategy")
     check(problem.equation, plan, variant, grad, seed=data.draw(st.integers(0, 99)))
@@ -231,11 +259,30 @@ def test_random_equations_all_strategies_same_gradients(problem: EinsumProblem, 
     # With '...': every strategy on one drawn grad set, each against the oracle.
     eq = parse_equation(problem.equation, problem.shapes)
     plan = plan_contraction(eq, data.draw(st.sampled_from(["greedy", "optimal"])))
-    if not small_enough(plan):
-        return
+    assume(small_enough(plan))
+    for feature in sorted(features(problem, eq)):
+        event(feature)
     grad = data.draw(grad_subsets(eq.num_operands), label="grad")
-    for variant in ("reverse", "independent", "torch-autograd"):
+    for variant in VARIANTS:
         check(problem.equation, plan, variant, grad)
+
+
+def test_every_strategy_is_checked_against_the_oracle():
+    # A strategy added to the package without a place in VARIANTS would go unchecked.
+    assert set(STRATEGIES) <= set(VARIANTS)
+
+
+@pytest.mark.parametrize("feature", ["repeated", "private", "broadcast"])
+def test_the_generator_draws_every_kind_of_index(feature):
+    # The random tests above see repeated labels, labels private to one operand (size
+    # above 1) and size-1 dimensions broadcast against larger ones, small enough to run.
+    def has(problem: EinsumProblem) -> bool:
+        eq = parse_equation(problem.equation, problem.shapes)
+        return feature in features(problem, eq) and small_enough(plan_contraction(eq))
+
+    found = find(PROBLEMS, has, settings=settings(max_examples=2000, derandomize=True,
+                                                    database=None))
+    assert feature in features(found, parse_equation(found.equation, found.shapes))
 
 
 @settings(deadline=None, max_examples=30)
@@ -243,6 +290,5 @@ def test_random_equations_all_strategies_same_gradients(problem: EinsumProblem, 
 def test_random_equations_numpy_backend(problem: EinsumProblem, data):
     eq = parse_equation(problem.equation, problem.shapes)
     plan = plan_contraction(eq)
-    if not small_enough(plan):
-        return
+    assume(small_enough(plan))
     check_numpy(problem.equation, plan, data.draw(grad_subsets(eq.num_operands)))

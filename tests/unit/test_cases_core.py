@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from corpus import by_category
 
 from einsum_analyze import analyze
 from einsum_analyze.budgets import Budgets
@@ -95,12 +96,15 @@ def test_other_top_level_keys_are_notes() -> None:
 
 
 def test_the_public_bench_cases_file_reads_as_is() -> None:
-    path = ROOT.parent / "shared" / "bench" / "cases.json"
-    if not path.exists():
-        pytest.skip("shared/bench/cases.json is not beside this checkout")
+    # benchmarks/cases.json is the repository's copy of the public benchmark cases.
+    path = ROOT / "benchmarks" / "cases.json"
     entries = parse_cases(path.read_text(encoding="utf-8"), "json")
-    assert entries and all(e.case is not None for e in entries)
+    assert entries and all(e.case is not None for e in entries), [e.error for e in entries]
     assert "tn18-b512" in [e.name for e in entries]
+    # tests/corpus.py copies the same cases (category "bench"): the two copies agree.
+    in_file = {(e.case.equation, e.case.shapes) for e in entries if e.case is not None}
+    in_corpus = {(c.equation, c.shapes) for c in by_category("bench")}
+    assert in_file == in_corpus
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Gradient derivation (DESIGN.md section 3), checked by hand on tiny equations.
+"""Gradient derivation (docs/method.md section 4), checked by hand on tiny equations.
 
 For ``Y = einsum(s_1, ..., s_n -> o)`` the gradient of operand ``k`` is the core
 contraction ``o, s_j (j != k) -> t_k``, then a broadcast along the labels of ``s_k``

@@ -255,21 +255,21 @@ def test_tn18_greedy_all_operands_retains_every_intermediate(tn18):
     result = build("reverse", plan, list(range(18)))
     intermediates = sum(step.output_elements for step in plan.steps[:-1])
     assert result.memory.retained_bytes == intermediates * F64
-    assert result.memory.retained_bytes == 20_951_616  # DESIGN.md section 7: 21.0 MB
+    assert result.memory.retained_bytes == 20_951_616  # docs/method.md section 8: 21.0 MB
 
 
 def test_tn18_dp_parameters_only_retains_688576_bytes(tn18):
     _, plans = tn18
     result = build("reverse", plans["dp"], list(range(9, 18)))
-    assert result.memory.retained_bytes == 688_576  # DESIGN.md section 7: 689 KB
+    assert result.memory.retained_bytes == 688_576  # docs/method.md section 8: 689 KB
 
 
-def test_tn18_other_figures_of_design_section_7(tn18):
+def test_tn18_other_figures_of_method_section_8(tn18):
     _, plans = tn18
     # Greedy with only the 9 parameters differentiated keeps 21 KB.
     assert build("reverse", plans["greedy"], list(range(9, 18))).memory.retained_bytes == 21_056
     # dp with every operand differentiated keeps the sum of its intermediates but the
-    # output: 1,230,144 B (1.23 MB; DESIGN.md says 1.32 MB, torch's saved tensors on this
+    # output: 1,230,144 B (1.23 MB; torch's saved tensors on this
     # path measure 1,230,144 B as well).
     dp = plans["dp"]
     assert dp.flops == 1_599_792 and dp.largest_intermediate_elements == 71_680
@@ -279,7 +279,7 @@ def test_tn18_other_figures_of_design_section_7(tn18):
 
 
 def test_tn18_path_choice_flips_with_the_grad_set(tn18):
-    # DESIGN.md section 7: with the 9 parameters differentiated, greedy keeps far less than
+    # docs/method.md section 8: with the 9 parameters differentiated, greedy keeps far less than
     # dp; with every operand differentiated, dp keeps far less than greedy.
     _, plans = tn18
     params = list(range(9, 18))
@@ -297,7 +297,7 @@ def test_tn18_reverse_backward_forward_ratio(tn18, optimizer):
     _, plans = tn18
     result = build("reverse", plans[optimizer], list(range(18)))
     ratio = result.backward_flops / result.forward_flops
-    assert 1.75 <= ratio <= 2.07  # DESIGN.md section 7
+    assert 1.75 <= ratio <= 2.07  # docs/method.md section 8
     if optimizer == "greedy":
         assert ratio == pytest.approx(1.753, abs=1e-3)
 
@@ -311,7 +311,7 @@ def test_tn18_independent_costs_5_to_8_times_reverse(tn18):
     independent = build_strategy("independent", plan, every, itemsize=F64, gradients=gradients)
     ratio = independent.backward_flops / reverse.backward_flops
     assert 5 <= ratio <= 8
-    # DESIGN.md section 7: independent gradients cost 13x the forward FLOPs.
+    # docs/method.md section 8: independent gradients cost 13x the forward FLOPs.
     assert independent.backward_flops / plan.flops == pytest.approx(13, rel=0.05)
 
 
