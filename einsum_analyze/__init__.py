@@ -9,7 +9,8 @@ Example:
 
 from __future__ import annotations
 
-from .analysis import analyze, execute
+from .analysis import analyze
+from .execution import execute
 from .equation import Equation, parse_equation
 from .errors import (
     BackendUnavailableError,

@@ -461,7 +461,7 @@ class _RunOptions:
 
 def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
              *, show_progress: bool) -> Report:
-    from .analysis import execute
+    from .execution import execute
 
     if not report.strategies:
         raise click.UsageError(

@@ -9,7 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .execution import Run
+from .backends.base import Run
 from .planning import Step
 from .report import Report
 

@@ -16,7 +16,7 @@ from .planning import Plan
 
 if TYPE_CHECKING:
     from .budgets import BudgetCheck
-    from .execution import Run
+    from .backends.base import Run
     from .strategies import GradientPlan, StrategyResult
 
 __all__ = ["SCHEMA_VERSION", "Report", "dump_json", "environment", "load_schema"]

@@ -1,0 +1,177 @@
+"""The torch baselines, run under autograd: what users do today.
+
+- ``torch-autograd``: ``torch.einsum`` on the equation as typed (relabelled with ASCII
+  letters when it has other labels; contracted pairwise by opt_einsum, backend torch,
+  when it has more than torch.einsum's 52).
+- ``opt_einsum-torch``: ``opt_einsum.contract`` on the report's path, backend torch
+  (opt_einsum relabels every pairwise step).
+
+Memory: the allocator's peak (cpu: torch.profiler's allocator events; CUDA:
+``max_memory_allocated``) and the bytes autograd saves for backward
+(``saved_tensors_hooks``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..timing import measure
+from .base import DeviceContext, Run, relative_error, torch_equation
+from .torch_backend import allocator_peak_cpu
+
+__all__ = ["BASELINES", "run_baseline"]
+
+BASELINES = ("torch-autograd", "opt_einsum-torch")
+"""torch.einsum under autograd; opt_einsum.contract on the report's path under autograd."""
+
+
+def _contraction(name: str, text: str, explicit: str, path: Sequence[Sequence[int]]
+                 ) -> tuple[Callable[..., Any], str | None]:
+    """The baseline's contraction, and a note when it is not the usual call."""
+    import torch
+
+    if name == "torch-autograd":
+        equation = torch_equation(text, explicit)
+        if equation is not None:
+            def einsum(*tensors: Any) -> Any:
+                return torch.einsum(equation, *tensors)
+
+            note = None if equation == text else f"torch.einsum({equation!r}): labels relabelled"
+            return einsum, note
+        import opt_einsum
+
+        def pairwise(*tensors: Any) -> Any:
+            return opt_einsum.contract(explicit, *tensors, backend="torch")
+
+        return pairwise, ("opt_einsum.contract(optimize='auto', backend='torch'): over 52 "
+                          "labels, more than one torch.einsum call can take")
+    if name != "opt_einsum-torch":
+        raise ValueError(f"unknown baseline {name!r}; choose one of: {', '.join(BASELINES)}")
+    import opt_einsum
+
+    steps = [tuple(step) for step in path]
+    equation = text if text.isascii() else explicit
+
+    def contract(*tensors: Any) -> Any:
+        return opt_einsum.contract(equation, *tensors, optimize=steps, backend="torch")
+
+    return contract, None
+
+
+def run_baseline(
+    name: str,
+    context: DeviceContext,
+    *,
+    text: str,
+    explicit: str,
+    path: Sequence[Sequence[int]],
+    peak_bytes_predicted: int | None,
+    retained_bytes_predicted: int | None,
+    repeats: int,
+    warmup: int,
+) -> Run:
+    """Run a torch baseline under autograd: check its gradients, measure, time it.
+
+    Args:
+        name: One of :data:`BASELINES`.
+        context: Operands, upstream gradient and oracle on the device.
+        text: The equation as typed.
+        explicit: The normalised explicit equation.
+        path: The report's forward path (for ``opt_einsum-torch``).
+        peak_bytes_predicted: The torch-autograd model's peak, inputs included.
+        retained_bytes_predicted: The model's retained bytes.
+        repeats: Timed blocks per phase.
+        warmup: Untimed calls first.
+    """
+    import torch
+
+    grad = context.grad
+    device = context.device
+    input_storages = {t.untyped_storage().data_ptr() for t in context.operands}
+
+    def leaves() -> list[Any]:
+        return [t.detach().requires_grad_(k in grad) for k, t in enumerate(context.operands)]
+
+    saved: dict[int, int] = {}
+
+    def pack(tensor: Any) -> Any:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in input_storages:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    try:
+        contract, note = _contraction(name, text, explicit, path)
+
+        def once() -> tuple[Any, ...]:
+            saved.clear()
+            with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(
+                    pack, lambda t: t):
+                ops = leaves()
+                y = contract(*ops)
+            if not grad:
+                return ()
+            upstream = context.upstream.clone().reshape(y.shape)
+            return tuple(torch.autograd.grad(y, [ops[k] for k in grad], upstream))
+
+        if context.is_cuda:
+            index = torch.device(device).index or 0
+            once()  # lazily created library handles belong to the baseline
+            context.fence()
+            torch.cuda.reset_peak_memory_stats(index)
+            base = torch.cuda.memory_allocated(index)
+            grads = once()
+            context.fence()
+            peak = int(torch.cuda.max_memory_allocated(index) - base)
+            basis = ("torch.cuda.max_memory_allocated above the inputs, plus the inputs; "
+                     "retained from saved_tensors_hooks")
+        else:
+            once()
+            results: list[tuple[Any, ...]] = []
+            peak, _ = allocator_peak_cpu(lambda: results.append(once()))
+            grads = results.pop()
+            basis = ("torch.profiler allocator events (profile_memory), inputs included; "
+                     "retained from saved_tensors_hooks")
+        retained = sum(saved.values())
+    except (RuntimeError, ValueError) as err:
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return Run(strategy=name, is_baseline=True, device=device, backend="torch",
+                   skipped=f"failed: {message}")
+    error = (max(relative_error(g, context.oracle[k]) for k, g in zip(grad, grads, strict=True))
+             if grad and context.oracle else None)
+    del grads
+
+    def forward(_: Any = None) -> Any:
+        with torch.enable_grad():
+            return contract(*leaves())
+
+    def setup() -> tuple[Any, list[Any], Any]:
+        with torch.enable_grad():
+            ops = leaves()
+            return contract(*ops), [ops[k] for k in grad], context.upstream.clone()
+
+    def backward(state: tuple[Any, list[Any], Any]) -> None:
+        y, wanted, upstream = state
+        torch.autograd.grad(y, wanted, upstream.reshape(y.shape))
+
+    forward_m = measure(forward, repeats=repeats, warmup=warmup, fence=context.fence,
+                        fence_name=context.fence_name)
+    backward_m = (measure(backward, setup=setup, repeats=repeats, warmup=warmup,
+                          fence=context.fence, fence_name=context.fence_name)
+                  if grad else None)
+    return Run(
+        strategy=name,
+        is_baseline=True,
+        device=device,
+        backend="torch",
+        forward=forward_m,
+        backward=backward_m,
+        peak_bytes_measured=peak + context.input_bytes,
+        peak_bytes_predicted=peak_bytes_predicted,
+        retained_bytes_measured=int(retained),
+        retained_bytes_predicted=retained_bytes_predicted,
+        max_grad_error=error,
+        memory_measurement=basis,
+        note=note,
+    )
