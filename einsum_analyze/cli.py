@@ -20,6 +20,7 @@ import click
 
 from . import __version__
 from ._types import DType
+from .backends import backend_help, backend_names
 from .errors import EinsumAnalyzeError
 from .planning import OPTIMIZERS
 from .strategies import STRATEGIES
@@ -192,10 +193,10 @@ class _AnalyzeCommand(_OneLineErrors):
 )
 @click.option(
     "--backend",
-    type=click.Choice(["torch", "numpy"]),
+    type=click.Choice(backend_names()),
     default="torch",
     show_default=True,
-    help="Executor for our strategies (numpy: cpu only; torch baselines always use torch).",
+    help=f"Executor for our strategies: {backend_help()}.",
 )
 @click.option("--repeats", type=click.IntRange(min=1), default=10, show_default=True,
               help="Timed blocks per phase.")

@@ -23,5 +23,5 @@ __all__ = [
     "register_backend",
 ]
 
-register_backend("torch", TorchExecutor, "cpu and CUDA")
-register_backend("numpy", NumpyExecutor, "cpu only; no torch baselines run beside it")
+register_backend("torch", TorchExecutor, "cpu and CUDA, beside the torch baselines")
+register_backend("numpy", NumpyExecutor, "cpu only, no baselines")

@@ -144,8 +144,13 @@ def allocator_peak_cpu(call: Callable[[], Any]) -> tuple[int, int]:
         The largest running total of the bytes allocated minus freed during the call,
         and the total at its end (what the call's result still holds).
     """
+    import os
+
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
+
+    # Kineto prints two lines to stderr per profile at its default level; 6 silences it.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         kept = call()

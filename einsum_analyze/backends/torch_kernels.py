@@ -11,9 +11,10 @@ Complex gradients follow torch's convention (``grad_a = grad_y * conj(b)``). Laz
 conjugated tensors would make ``sum``, ``bmm`` and ``mul`` copy their input silently,
 so the backward pass runs in conjugated space instead: the seed conjugates the upstream
 gradient in place, every backward contraction reads the forward tensors as they are,
-and each finished gradient is conjugated in place over its own storage. Conjugation is
-linear and every backward tensor is linear in the upstream gradient, so the result is
-the same, and no kernel copies.
+and each finished gradient is conjugated in place over its own storage. Every backward
+tensor is then the conjugate of the one the convention defines (``conj(G) * B`` is
+``conj(G * conj(B))``; a product of forward tensors alone is the conjugate of the
+product of their conjugates), so the gradients are the same, and no kernel copies.
 
 torch is imported inside the functions: importing this module costs nothing.
 """
@@ -121,11 +122,6 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
     names = event.inputs
     target = event.tensor
     view_term = event.view
-    # Backward runs in conjugated space (see the module's docstring): a backward
-    # contraction of forward tensors alone (a recomputation) is conjugated once, after.
-    conjugate_result = event.phase == "backward" and all(
-        name.startswith(("in", "x")) for name in names
-    )
 
     if kernel is None or kernel.kind == "einsum":
         equation = ascii_equation(event.equation)
@@ -133,8 +129,6 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
         def run_einsum(live: Live, workspace: list[Any]) -> None:
             inputs = [live[name] for name in names]
             result = torch.einsum(equation, *inputs).clone(memory_format=torch.contiguous_format)
-            if conjugate_result and result.is_complex():
-                result.conj_physical_()
             live[target] = _finish(result, out_term, view_term, sizes)
 
         return run_einsum
@@ -144,8 +138,6 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
     out_shape = tuple(sizes[c] for c in kernel.out_order)
 
     def present(buffer: Any) -> Any:
-        if conjugate_result and buffer.is_complex():
-            buffer.conj_physical_()
         return _finish(_arrange(buffer, out_labels, out_term), out_term, view_term, sizes)
 
     match kernel.kind:
@@ -335,7 +327,7 @@ def compile_schedule(events: Sequence[Event], sizes: Mapping[str, int]) -> Compi
         if e.phase == "backward" and e.kind != "free" and _is_gradient(e.tensor)
     ))
     if backward:
-        backward.append(_unconjugate_op(gradients))
+        backward[-1] = _then_unconjugate(backward[-1], gradients)
     return CompiledSchedule(tuple(forward), tuple(backward), output, seed)
 
 
@@ -353,10 +345,12 @@ def _seed_op(name: str) -> Op:
     return run_seed
 
 
-def _unconjugate_op(gradients: Sequence[str]) -> Op:
-    """Leave conjugated space: conjugate each gradient's storage in place, once."""
+def _then_unconjugate(last: Op, gradients: Sequence[str]) -> Op:
+    """The last backward event, then conjugated space left: each gradient's storage is
+    conjugated in place, once (no allocation, so the event's memory is unchanged)."""
 
-    def run_unconjugate(live: Live, workspace: list[Any]) -> None:
+    def run_last(live: Live, workspace: list[Any]) -> dict[str, Any] | None:
+        kept = last(live, workspace)
         done: set[int] = set()
         for name in gradients:
             tensor = live.get(name)
@@ -369,5 +363,6 @@ def _unconjugate_op(gradients: Sequence[str]) -> Op:
             # A broadcast gradient is an expanded view: conjugate its storage, not the view.
             count = storage.nbytes() // tensor.element_size()
             tensor.as_strided((count,), (1,), 0).conj_physical_()
+        return kept
 
-    return run_unconjugate
+    return run_last
