@@ -198,11 +198,13 @@ def _strategies_table(report: Report) -> Table | None:
 def _runs_table(report: Report) -> Table | None:
     if not report.runs:
         return None
+    bases = dict.fromkeys(r.memory_measurement for r in report.runs if r.memory_measurement)
     table = Table(
         title="Runs (median per call; * fastest forward+backward, + leanest measured peak)",
-        caption="peak and retained: measured, bytes above the inputs; predicted: the model's "
-        "peak; vs torch: time, then peak, over torch-autograd's on the same device; the "
-        "JSON report has the spreads",
+        caption="peak: measured, inputs included; retained: measured, kept for backward; "
+        "predicted: the model's peak, inputs included; vs torch: time, then peak, over "
+        "torch-autograd's on the same device; the JSON report has the spreads. Memory "
+        "measured by: " + ("; ".join(bases) or "-"),
         box=box.SIMPLE_HEAD,
         padding=(0, 1, 0, 0),
     )

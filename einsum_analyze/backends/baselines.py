@@ -18,7 +18,7 @@ from typing import Any
 
 from ..timing import measure
 from .base import DeviceContext, Run, relative_error, torch_equation
-from .torch_backend import allocator_peak_cpu
+from .torch_backend import CPU_BASIS, CUDA_BASIS, allocator_peak_cpu
 
 __all__ = ["BASELINES", "run_baseline"]
 
@@ -124,15 +124,13 @@ def run_baseline(
             grads = once()
             context.fence()
             peak = int(torch.cuda.max_memory_allocated(index) - base)
-            basis = ("torch.cuda.max_memory_allocated above the inputs, plus the inputs; "
-                     "retained from saved_tensors_hooks")
+            basis = f"{CUDA_BASIS}; retained: saved_tensors_hooks"
         else:
             once()
             results: list[tuple[Any, ...]] = []
             peak, _ = allocator_peak_cpu(lambda: results.append(once()))
             grads = results.pop()
-            basis = ("torch.profiler allocator events (profile_memory), inputs included; "
-                     "retained from saved_tensors_hooks")
+            basis = f"{CPU_BASIS}; retained: saved_tensors_hooks"
         retained = sum(saved.values())
     except (RuntimeError, ValueError) as err:
         message = str(err).splitlines()[0] if str(err) else type(err).__name__

@@ -17,7 +17,8 @@ from .base import DeviceContext, MemoryFigures, ascii_equation
 
 __all__ = ["NumpyExecutor", "run_events_numpy"]
 
-NUMPY_BASIS = "tracemalloc peak (numpy buffers and Python objects) above the inputs, plus the inputs"
+NUMPY_BASIS = ("tracemalloc (numpy's buffers and the calls' Python objects); retained: "
+               "numpy's buffers alone")
 
 
 def _owner(array: Any) -> Any:
@@ -160,6 +161,8 @@ class NumpyExecutor:
         """The peak that tracemalloc traces (numpy reports its buffers to it)."""
         import tracemalloc
 
+        import numpy as np
+
         if tracemalloc.is_tracing():
             raise RuntimeError("tracemalloc is already tracing; the numpy figure needs it")
         tracemalloc.start()
@@ -167,12 +170,15 @@ class NumpyExecutor:
             state = self.backward(program, self.forward(program))
             _, peak = tracemalloc.get_traced_memory()
             del state
-            tracemalloc.reset_peak()
             state = self.forward(program)
-            retained, _ = tracemalloc.get_traced_memory()
+            # What forward leaves: numpy's buffers alone (its tracemalloc domain).
+            numpy_only = tracemalloc.DomainFilter(inclusive=True,
+                                                  domain=np.lib.tracemalloc_domain)
+            snapshot = tracemalloc.take_snapshot().filter_traces([numpy_only])
+            retained = sum(stat.size for stat in snapshot.statistics("filename"))
             name = next((e.tensor for e in reversed(program.forward) if e.kind != "free"), "")
             output = _owner(state[name]).nbytes if name else 0
-            del state
+            del state, snapshot
         finally:
             tracemalloc.stop()
         return MemoryFigures(int(peak), int(retained - output), NUMPY_BASIS)

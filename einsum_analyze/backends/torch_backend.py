@@ -35,8 +35,8 @@ __all__ = [
 OnEvent = Callable[[Live, list[Any], bool], None]
 """Called at each event's high point (its temporaries alive, ``True``) and after it."""
 
-CPU_BASIS = "torch.profiler allocator events (profile_memory), inputs included"
-CUDA_BASIS = "torch.cuda.max_memory_allocated above the inputs, plus the inputs"
+CPU_BASIS = "cpu allocator events (torch.profiler, profile_memory)"
+CUDA_BASIS = "torch.cuda.max_memory_allocated"
 
 
 def run_compiled(ops: Sequence[Op], live: Live, on_event: OnEvent | None = None) -> Live:
