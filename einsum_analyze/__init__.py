@@ -10,7 +10,6 @@ Example:
 from __future__ import annotations
 
 from .analysis import analyze
-from .execution import execute
 from .equation import Equation, parse_equation
 from .errors import (
     BackendUnavailableError,
@@ -19,6 +18,7 @@ from .errors import (
     PlanningError,
     ShapeError,
 )
+from .execution import execute
 from .memory import MemoryProfile, simulate_memory
 from .planning import Plan, Step, plan_contraction
 from .report import SCHEMA_VERSION, Report

@@ -15,8 +15,8 @@ from .memory import MemoryProfile
 from .planning import Plan
 
 if TYPE_CHECKING:
-    from .budgets import BudgetCheck
     from .backends.base import Run
+    from .budgets import BudgetCheck
     from .strategies import GradientPlan, StrategyResult
 
 __all__ = ["SCHEMA_VERSION", "Report", "dump_json", "environment", "load_schema"]

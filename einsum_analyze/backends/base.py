@@ -1,8 +1,9 @@
-"""The records every executor shares: the run, the device context, the error measure,
-the predicted peak, and the :class:`Executor` interface a backend implements.
+"""What every executor shares: records, the error measure, the predicted peak.
 
-Nothing here imports a report or the execution layer: executors sit below both and take
-plain parameters. torch is imported inside the functions that need it only.
+The run, the device context, the relative error, the predicted peak, and the
+:class:`Executor` interface a backend implements. Nothing here imports a report or the
+execution layer: executors sit below both and take plain parameters. torch is imported
+inside the functions that need it only.
 """
 
 from __future__ import annotations
@@ -255,7 +256,8 @@ def torch_equation(text: str, explicit: str) -> str | None:
     letters; None with more than 52 distinct labels.
 
     Example:
-        >>> torch_equation("\u03b1\u03b2,\u03b2\u03b3->\u03b1\u03b3", "\u03b1\u03b2,\u03b2\u03b3->\u03b1\u03b3")
+        >>> greek = "\u03b1\u03b2,\u03b2\u03b3->\u03b1\u03b3"
+        >>> torch_equation(greek, greek)
         'ab,bc->ac'
     """
     if text.isascii():

@@ -122,7 +122,7 @@ class NumpyExecutor:
     name = "numpy"
 
     def unavailable(self, device: str, dtype: str) -> str | None:
-        """numpy runs on the cpu, and has no bfloat16."""
+        """Numpy runs on the cpu, and has no bfloat16."""
         if device != "cpu":
             return f"the numpy backend runs on cpu only, not {device}"
         if dtype == "bfloat16":

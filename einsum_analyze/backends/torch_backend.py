@@ -146,7 +146,6 @@ def allocator_peak_cpu(call: Callable[[], Any]) -> tuple[int, int]:
     """
     import os
 
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     # Kineto prints two lines to stderr per profile at its default level; 6 silences it.
@@ -158,7 +157,7 @@ def allocator_peak_cpu(call: Callable[[], Any]) -> tuple[int, int]:
     changes = sorted(
         (event.start_ns(), position, event.nbytes())
         for position, event in enumerate(prof.profiler.kineto_results.events())
-        if event.name() == "[memory]" and event.device_type() == DeviceType.CPU
+        if event.name() == "[memory]" and str(event.device_type()) == "DeviceType.CPU"
     )
     total = peak = 0
     for _, _, nbytes in changes:
@@ -179,7 +178,7 @@ class TorchExecutor:
     name = "torch"
 
     def unavailable(self, device: str, dtype: str) -> str | None:
-        """torch runs every dtype on cpu and CUDA."""
+        """Torch runs every dtype on cpu and CUDA."""
         return None
 
     def compile(self, events: Sequence[Event], sizes: Mapping[str, int],

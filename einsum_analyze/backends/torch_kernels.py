@@ -297,8 +297,7 @@ class CompiledSchedule:
 
 
 def compile_schedule(events: Sequence[Event], sizes: Mapping[str, int]) -> CompiledSchedule:
-    """Compile every event once; :func:`~einsum_analyze.backends.torch_backend.run_compiled`
-    runs them."""
+    """Compile every event once (:func:`.torch_backend.run_compiled` runs them)."""
     forward: list[Op] = []
     backward: list[Op] = []
     output = ""
@@ -346,8 +345,11 @@ def _seed_op(name: str) -> Op:
 
 
 def _then_unconjugate(last: Op, gradients: Sequence[str]) -> Op:
-    """The last backward event, then conjugated space left: each gradient's storage is
-    conjugated in place, once (no allocation, so the event's memory is unchanged)."""
+    """The last backward event, then conjugated space left.
+
+    Each gradient's storage is conjugated in place, once: no allocation, so the event's
+    memory is unchanged.
+    """
 
     def run_last(live: Live, workspace: list[Any]) -> dict[str, Any] | None:
         kept = last(live, workspace)

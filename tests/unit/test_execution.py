@@ -17,9 +17,9 @@ from strategies import einsum_problems
 
 import einsum_analyze.execution as execution
 from einsum_analyze import BackendUnavailableError, analyze, execute
-from einsum_analyze.cli import cli
 from einsum_analyze.backends import backend_names, get_backend, register_backend
 from einsum_analyze.backends.base import Run, make_context
+from einsum_analyze.cli import cli
 from einsum_analyze.execution import BASELINES, predicted_peak, resolve_devices
 from einsum_analyze.report import load_schema
 
