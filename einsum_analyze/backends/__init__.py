@@ -2,15 +2,15 @@
 
 The registrations below are the built-in backends; a new backend is one module with an
 :class:`~einsum_analyze.backends.base.Executor` plus one :func:`register_backend` call
-(see docs/backends.md). No module here imports torch or numpy when it is imported.
+(see docs/backends.md). A factory imports its module when a run asks for it, so that
+importing this package (the CLI does, for ``--backend``) loads no executor, torch or
+numpy.
 """
 
 from __future__ import annotations
 
 from .base import DeviceContext, Executor, MemoryFigures, Run
-from .numpy_backend import NumpyExecutor
 from .registry import backend_help, backend_names, get_backend, register_backend
-from .torch_backend import TorchExecutor
 
 __all__ = [
     "DeviceContext",
@@ -23,5 +23,18 @@ __all__ = [
     "register_backend",
 ]
 
-register_backend("torch", TorchExecutor, "cpu and CUDA, beside the torch baselines")
-register_backend("numpy", NumpyExecutor, "cpu only, no baselines")
+
+def _torch() -> Executor:
+    from .torch_backend import TorchExecutor
+
+    return TorchExecutor()
+
+
+def _numpy() -> Executor:
+    from .numpy_backend import NumpyExecutor
+
+    return NumpyExecutor()
+
+
+register_backend("torch", _torch, "cpu and CUDA, beside the torch baselines")
+register_backend("numpy", _numpy, "cpu only, no baselines")

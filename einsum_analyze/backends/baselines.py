@@ -18,7 +18,6 @@ from typing import Any
 
 from ..timing import measure
 from .base import DeviceContext, Run, relative_error, torch_equation
-from .torch_backend import CPU_BASIS, CUDA_BASIS, allocator_peak_cpu
 
 __all__ = ["BASELINES", "run_baseline"]
 
@@ -85,6 +84,8 @@ def run_baseline(
         warmup: Untimed calls first.
     """
     import torch
+
+    from .torch_backend import CPU_BASIS, CUDA_BASIS, allocator_peak_cpu
 
     grad = context.grad
     device = context.device
