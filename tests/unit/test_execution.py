@@ -555,3 +555,33 @@ def test_allocator_peak_equals_prediction_on_random_complex_equations(problem):
         assert peak == predicted, (problem.equation, name)
         assert retained == kept, (problem.equation, name)
         assert error < 1e-3, (problem.equation, name, error)
+
+
+def test_the_worked_example_backend_runs():
+    # docs/backends.md's example: one module, one registration, run as written.
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "backends.md").read_text()
+    section = text.split("## Worked example: adding a backend", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 2
+    import sys
+    import types
+
+    module = types.ModuleType("numpy_buffers")
+    sys.modules["numpy_buffers"] = module
+    try:
+        exec(compile(blocks[0] + blocks[1], "docs/backends.md", "exec"), module.__dict__)
+        assert "numpy-buffers" in backend_names()
+        report = execute(analyze(*CHAIN, dtype="float64"), backend="numpy-buffers", **FAST)
+    finally:
+        from einsum_analyze.backends import registry
+
+        registry._FACTORIES.pop("numpy-buffers", None)
+        del sys.modules["numpy_buffers"]
+    assert [run.backend for run in report.runs] == ["numpy-buffers", "numpy-buffers"]
+    for run in report.runs:
+        assert run.max_grad_error < 1e-12
+        assert run.memory_measurement.startswith("numpy buffers")
+        assert run.peak_bytes_measured > report.forward_memory.input_bytes
