@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from ..memory import Event, simulate_memory
 from ..timing import Measurement
+from .relabel import ascii_equation, contract_along_path, torch_equation
 
 __all__ = [
     "CUDA_GRANULARITY",
@@ -31,10 +32,6 @@ __all__ = [
 
 CUDA_GRANULARITY = 512
 """CUDA's caching allocator rounds every block up to a multiple of 512 bytes."""
-
-TORCH_LABELS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-"""The only labels torch.einsum reads."""
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Run:
@@ -225,49 +222,6 @@ def predicted_peak_bytes(
     return replay.peak_bytes + sum(allocated_bytes(b, is_cuda) for b in input_bytes)
 
 
-def ascii_equation(equation: str) -> str:
-    r"""Relabel an equation with ASCII letters, which torch.einsum requires.
-
-    Raises:
-        ValueError: More than 52 distinct labels.
-
-    Example:
-        >>> ascii_equation("\u00e0b,b->\u00e0")
-        'ab,b->a'
-    """
-    mapping: dict[str, str] = {}
-    out = []
-    for char in equation:
-        if char in ",->":
-            out.append(char)
-            continue
-        if char not in mapping:
-            if len(mapping) == len(TORCH_LABELS):
-                raise ValueError(f"{equation!r} uses more than 52 distinct labels in one step")
-            mapping[char] = TORCH_LABELS[len(mapping)]
-        out.append(mapping[char])
-    return "".join(out)
-
-
-def torch_equation(text: str, explicit: str) -> str | None:
-    r"""The equation to hand torch.einsum, or None when no single call can take it.
-
-    ``text`` (as typed) when it is ASCII; else ``explicit`` relabelled with ASCII
-    letters; None with more than 52 distinct labels.
-
-    Example:
-        >>> greek = "\u03b1\u03b2,\u03b2\u03b3->\u03b1\u03b3"
-        >>> torch_equation(greek, greek)
-        'ab,bc->ac'
-    """
-    if text.isascii():
-        return text
-    try:
-        return ascii_equation(explicit)
-    except ValueError:
-        return None
-
-
 def relative_error(got: Any, want: Any) -> float:
     """Largest absolute difference over the largest magnitude of ``want`` (a torch tensor).
 
@@ -309,8 +263,8 @@ def make_context(
     """Draw seeded operands and an upstream gradient on ``device``; compute the oracle.
 
     The oracle is torch.autograd of torch.einsum in float64 (complex128); an equation
-    with more than 52 labels is contracted pairwise by opt_einsum (backend torch), which
-    relabels each step.
+    with more than 52 labels is contracted pairwise along opt_einsum's path, each step
+    relabelled (:func:`.relabel.contract_along_path`).
     """
     import torch
 
@@ -329,9 +283,7 @@ def make_context(
             if equation is not None:
                 y = torch.einsum(equation, *leaves)
             else:
-                import opt_einsum
-
-                y = opt_einsum.contract(explicit, *leaves, backend="torch")
+                y = contract_along_path(explicit, leaves)
             wanted = [leaves[k] for k in grad]
             grads = torch.autograd.grad(y, wanted, upstream.to(precise).reshape(y.shape))
         oracle = {k: g.detach() for k, g in zip(grad, grads, strict=True)}

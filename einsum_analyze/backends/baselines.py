@@ -1,10 +1,13 @@
 """The torch baselines, run under autograd: what users do today.
 
 - ``torch-autograd``: ``torch.einsum`` on the equation as typed (relabelled with ASCII
-  letters when it has other labels; contracted pairwise by opt_einsum, backend torch,
-  when it has more than torch.einsum's 52).
+  letters when it has other labels; with more than torch.einsum's 52, torch.einsum per
+  pairwise step of opt_einsum's path, each relabelled).
 - ``opt_einsum-torch``: ``opt_einsum.contract`` on the report's path, backend torch
-  (opt_einsum relabels every pairwise step).
+  (opt_einsum relabels every pairwise step); a step wider than 52 labels is contracted
+  by :func:`.relabel.contract_along_path` instead.
+
+A run that is not the usual call says so in its ``note``.
 
 Memory: the allocator's peak (cpu: torch.profiler's allocator events; CUDA:
 ``max_memory_allocated``) and the bytes autograd saves for backward
@@ -17,7 +20,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..timing import measure
-from .base import DeviceContext, Run, relative_error, torch_equation
+from .base import DeviceContext, Run, relative_error
+from .relabel import TORCH_LABELS, contract_along_path, torch_equation, widest_step
 
 __all__ = ["BASELINES", "run_baseline"]
 
@@ -25,8 +29,8 @@ BASELINES = ("torch-autograd", "opt_einsum-torch")
 """torch.einsum under autograd; opt_einsum.contract on the report's path under autograd."""
 
 
-def _contraction(name: str, text: str, explicit: str, path: Sequence[Sequence[int]]
-                 ) -> tuple[Callable[..., Any], str | None]:
+def _contraction(name: str, text: str, explicit: str, shapes: Sequence[Sequence[int]],
+                 path: Sequence[Sequence[int]]) -> tuple[Callable[..., Any], str | None]:
     """The baseline's contraction, and a note when it is not the usual call."""
     import torch
 
@@ -38,18 +42,24 @@ def _contraction(name: str, text: str, explicit: str, path: Sequence[Sequence[in
 
             note = None if equation == text else f"torch.einsum({equation!r}): labels relabelled"
             return einsum, note
-        import opt_einsum
 
         def pairwise(*tensors: Any) -> Any:
-            return opt_einsum.contract(explicit, *tensors, backend="torch")
+            return contract_along_path(explicit, tensors)
 
-        return pairwise, ("opt_einsum.contract(optimize='auto', backend='torch'): over 52 "
-                          "labels, more than one torch.einsum call can take")
+        return pairwise, ("over 52 labels, more than one torch.einsum call can take: "
+                          "torch.einsum per pairwise step of opt_einsum's 'auto' path, "
+                          "each step relabelled")
     if name != "opt_einsum-torch":
         raise ValueError(f"unknown baseline {name!r}; choose one of: {', '.join(BASELINES)}")
+    steps = [tuple(step) for step in path]
+    if widest_step(explicit, shapes, steps) > len(TORCH_LABELS):
+        def wide(*tensors: Any) -> Any:
+            return contract_along_path(explicit, tensors, steps)
+
+        return wide, ("a step has over 52 labels, more than torch.einsum takes: the "
+                      "report's path contracted step by step, wide steps with one bmm")
     import opt_einsum
 
-    steps = [tuple(step) for step in path]
     equation = text if text.isascii() else explicit
 
     def contract(*tensors: Any) -> Any:
@@ -103,7 +113,8 @@ def run_baseline(
         return tensor
 
     try:
-        contract, note = _contraction(name, text, explicit, path)
+        shapes = [tuple(t.shape) for t in context.operands]
+        contract, note = _contraction(name, text, explicit, shapes, path)
 
         def once() -> tuple[Any, ...]:
             saved.clear()

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..memory import Event
-from .base import DeviceContext, MemoryFigures, ascii_equation
+from .base import DeviceContext, MemoryFigures
+from .relabel import ascii_equation
 
 __all__ = ["NumpyExecutor", "run_events_numpy"]
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..memory import Event
-from .base import DeviceContext, MemoryFigures, allocated_bytes, ascii_equation
+from .base import DeviceContext, MemoryFigures, allocated_bytes
+from .relabel import ascii_equation
 from .torch_kernels import CompiledSchedule, Live, Op, compile_schedule
 
 __all__ = [

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..lowering import InputPrep, Kernel
 from ..memory import Event
-from .base import ascii_equation
+from .relabel import ascii_equation
 
 __all__ = ["CompiledSchedule", "Live", "Op", "compile_schedule"]
 

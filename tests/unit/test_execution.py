@@ -436,6 +436,22 @@ def test_more_than_52_labels_run_everywhere():
         assert runs[name].peak_bytes_measured == runs[name].peak_bytes_predicted
 
 
+def test_a_step_over_52_labels_runs_everywhere():
+    # One pairwise step holds 57 labels: no torch.einsum call can take it, in the oracle
+    # or in either baseline (it used to end in a traceback).
+    labels = [chr(0x3B1 + k) for k in range(25)] + list("abcdefghijklmnopqrstuvwxyzAB")
+    equation = "".join(labels[:30]) + "X," + "".join(labels[20:]) + "XY->XY"
+    shapes = [(1,) * 30 + (3,), (1,) * 33 + (3, 2)]
+    report = execute(analyze(equation, shapes, dtype="float64"), devices=["cpu"],
+                     repeats=1, warmup=0)
+    runs = by_strategy(report)
+    assert set(runs) == {*OURS, *BASELINES}
+    for run in runs.values():
+        assert run.skipped is None, run.skipped
+        assert run.max_grad_error is not None and run.max_grad_error < 1e-12
+    assert runs["opt_einsum-torch"].note is not None
+
+
 # --- the executor seam -----------------------------------------------------------------------
 
 
@@ -585,3 +601,65 @@ def test_the_worked_example_backend_runs():
         assert run.max_grad_error < 1e-12
         assert run.memory_measurement.startswith("numpy buffers")
         assert run.peak_bytes_measured > report.forward_memory.input_bytes
+
+
+# --- equations torch.einsum cannot read ------------------------------------------------------
+
+
+def _pairwise_steps():
+    """Every pairwise step of the corpus's small equations, as opt_einsum plans them."""
+    import opt_einsum
+
+    from einsum_analyze.equation import parse_equation
+
+    steps = []
+    for case in small_cases(5_000):
+        eq = parse_equation(case.equation, case.shapes)
+        _, info = opt_einsum.contract_path(eq.explicit, *eq.shapes, shapes=True)
+        shapes = [tuple(s) for s in eq.shapes]
+        for positions, _, equation, _, _ in info.contraction_list:
+            picked = [shapes.pop(p) for p in positions]
+            size = {c: n for term, shape in zip(equation.split("->")[0].split(","), picked,
+                                                strict=True) for c, n in zip(term, shape,
+                                                                             strict=True)}
+            steps.append((case.name, equation, picked))
+            shapes.append(tuple(size[c] for c in equation.split("->")[1]))
+    return steps
+
+
+PAIRWISE = _pairwise_steps()
+
+
+@pytest.mark.parametrize(("name", "equation", "shapes"), PAIRWISE,
+                         ids=[f"{n}:{e}" for n, e, _ in PAIRWISE])
+def test_contract_step_equals_torch_einsum(name, equation, shapes):
+    # The path for steps over 52 labels, checked where torch.einsum can answer too.
+    from einsum_analyze.backends.relabel import ascii_equation, contract_step
+
+    generator = torch.Generator().manual_seed(0)
+    tensors = [torch.randn(s, generator=generator, dtype=torch.float64) for s in shapes]
+    got = contract_step(equation, tensors)
+    want = torch.einsum(ascii_equation(equation), *tensors)
+    assert got.shape == want.shape
+    assert torch.allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_contract_along_path_on_a_step_wider_than_52_labels():
+    # 60 labels, 54 of size 1: the same contraction without them fits torch.einsum.
+    from einsum_analyze.backends.relabel import contract_along_path, widest_step
+
+    wide = [chr(0x3B1 + k) for k in range(54)]
+    a_term = "ij" + "".join(wide[:30]) + "kk"
+    b_term = "jl" + "".join(wide[24:]) + "m"
+    out = "il" + "".join(wide[:3]) + "".join(wide[50:])
+    sizes = {"i": 2, "j": 3, "k": 2, "l": 4, "m": 3} | dict.fromkeys(wide, 1)
+    explicit = f"{a_term},{b_term}->{out}"
+    assert widest_step(explicit, [[sizes[c] for c in a_term], [sizes[c] for c in b_term]]) > 52
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn([sizes[c] for c in a_term], generator=generator, dtype=torch.float64)
+    b = torch.randn([sizes[c] for c in b_term], generator=generator, dtype=torch.float64)
+    got = contract_along_path(explicit, [a.requires_grad_(), b.requires_grad_()])
+    want = torch.einsum("ijkk,jlm->il", a.reshape(2, 3, 2, 2), b.reshape(3, 4, 3))
+    assert torch.allclose(got.reshape(want.shape), want)
+    got.sum().backward()  # differentiable: the oracle goes through it
+    assert a.grad is not None and b.grad is not None
