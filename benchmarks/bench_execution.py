@@ -6,6 +6,7 @@ Prints a table and the environment; writes JSON and Markdown when asked.
     python benchmarks/bench_execution.py --device cpu --scale 8     # 2-core CPU
 
 On CPU the large dimensions are divided by --scale (default 8 on cpu, 1 on cuda).
+Peaks count the inputs; the JSON output names each run's memory basis.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 from einsum_analyze import analyze, execute
+from einsum_analyze.backends import backend_names
 
 HERE = Path(__file__).parent
 
@@ -59,6 +61,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--scale", type=int, default=None)
     parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--backend", default="torch", choices=backend_names())
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
     parser.add_argument("--json", dest="json_path", default=None)
     parser.add_argument("--markdown", default=None)
@@ -74,7 +77,8 @@ def main() -> int:
             continue
         shapes = scaled(case["shapes"], scale)
         report = analyze(case["equation"], shapes, dtype=args.dtype)
-        report = execute(report, devices=[args.device], repeats=args.repeats, warmup=args.warmup)
+        report = execute(report, devices=[args.device], backend=args.backend,
+                         repeats=args.repeats, warmup=args.warmup)
         data = report.to_dict()
         results.append({"name": case["name"], "shapes": shapes, "report": data})
         runs = {r["strategy"]: r for r in data["runs"] if r["skipped"] is None}
@@ -104,7 +108,7 @@ def main() -> int:
             ])
         print(f"# {case['name']} done", file=sys.stderr, flush=True)
     header = ["case", "run", "fwd ms", "bwd ms", "vs torch-autograd", "vs opt_einsum same path",
-              "peak MiB", "predicted MiB", "gap", "retained MiB", "grad err"]
+              "peak MiB (inputs in)", "predicted MiB", "gap", "retained MiB", "grad err"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row + [""] * (len(header) - len(row))) + " |" for row in rows]
     summary = []

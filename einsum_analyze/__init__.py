@@ -10,7 +10,7 @@ Example:
 from __future__ import annotations
 
 from ._version import __version__
-from .analysis import analyze, execute
+from .analysis import analyze
 from .equation import Equation, parse_equation
 from .errors import (
     BackendUnavailableError,
@@ -19,6 +19,7 @@ from .errors import (
     PlanningError,
     ShapeError,
 )
+from .execution import execute
 from .memory import MemoryProfile, simulate_memory
 from .planning import Plan, Step, plan_contraction
 from .report import SCHEMA_VERSION, Report

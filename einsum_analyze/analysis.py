@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._types import DTYPE_ITEMSIZE
 from .equation import parse_equation, shapes_from_sizes
-from .errors import BackendUnavailableError, PlanningError, ShapeError
+from .errors import PlanningError, ShapeError
 from .lowering import lower_events
 from .memory import MemoryProfile, forward_schedule, input_elements, simulate_memory
-from .parsing import parse_bytes, parse_operand_list
+from .parsing import parse_operand_list
 from .planning import parse_memory_limit, plan_contraction
 from .report import Report, environment
 from .strategies import (
@@ -25,7 +24,7 @@ from .strategies import (
     plan_gradients,
 )
 
-__all__ = ["analyze", "execute"]
+__all__ = ["analyze"]
 
 
 def analyze(
@@ -157,85 +156,3 @@ def _check_strategies(
                 f"{', '.join(chosen) or 'none'}"
             )
     return tuple(chosen.values())
-
-
-def execute(
-    report: Report,
-    *,
-    devices: Sequence[str] | None = None,
-    backend: str = "torch",
-    repeats: int = 10,
-    warmup: int = 3,
-    seed: int = 0,
-    max_memory: int | str | None = None,
-    force: bool = False,
-    on_progress: Callable[[str], None] | None = None,
-) -> Report:
-    """Run the report's strategies and the torch baselines; return the report with runs.
-
-    Args:
-        report: From :func:`analyze`, with strategies.
-        devices: ``["cpu"]``, ``["cuda:0"]``, ...; None: cpu, plus cuda if present.
-        backend: ``"torch"`` or ``"numpy"`` (cpu only, no baselines).
-        repeats: Timed blocks per phase.
-        warmup: Untimed calls first.
-        seed: Seed of the random operands.
-        max_memory: Skip runs whose predicted peak exceeds this (bytes, or ``"8GiB"``).
-        force: Run on cpu even when the predicted time is far beyond reason.
-        on_progress: Called with a label as each run starts.
-
-    Returns:
-        A copy of ``report`` with ``runs`` and any new warnings.
-
-    Raises:
-        BackendUnavailableError: An unknown or absent device, backend or dtype.
-    """
-    from .execution import execute_report, resolve_devices
-
-    if backend not in ("torch", "numpy"):
-        raise BackendUnavailableError(f"unknown backend {backend!r}; choose torch or numpy")
-    if backend == "numpy" and report.dtype == "bfloat16":
-        raise BackendUnavailableError("numpy has no bfloat16; use --backend torch")
-    if repeats < 1 or warmup < 0:
-        raise PlanningError("--repeats must be at least 1 and --warmup at least 0")
-    limit = None
-    if max_memory is not None:
-        try:
-            limit = max_memory if isinstance(max_memory, int) else parse_bytes(max_memory)
-        except ValueError as err:
-            raise PlanningError(f"--max-memory: {err}") from err
-    chosen = resolve_devices(devices)
-    start = time.perf_counter()
-    runs, notes = execute_report(
-        report,
-        devices=chosen,
-        backend="numpy" if backend == "numpy" else "torch",
-        repeats=repeats,
-        warmup=warmup,
-        seed=seed,
-        max_memory_bytes=limit,
-        force=force,
-        on_progress=on_progress,
-    )
-    environment = dict(report.environment)
-    environment.update(_torch_environment(chosen))
-    environment["execution_s"] = time.perf_counter() - start
-    return replace(report, runs=runs, warnings=report.warnings + notes, environment=environment)
-
-
-def _torch_environment(devices: Sequence[str]) -> dict[str, Any]:
-    import numpy
-    import torch
-
-    info: dict[str, Any] = {
-        "torch": torch.__version__,
-        "numpy": numpy.__version__,
-        "cuda_available": torch.cuda.is_available(),
-        "torch_threads": torch.get_num_threads(),
-        "grad_mode": "no_grad for the executor; enable_grad for baselines",
-    }
-    names = [torch.cuda.get_device_name(torch.device(d)) for d in devices if d.startswith("cuda")]
-    if names:
-        info["cuda_devices"] = names
-        info["cuda_version"] = torch.version.cuda
-    return info

@@ -20,6 +20,7 @@ import click
 
 from . import __version__
 from ._types import DType
+from .backends import backend_help, backend_names
 from .errors import EinsumAnalyzeError
 from .parsing import parse_shapes, parse_sizes, parse_strategy_names
 from .planning import OPTIMIZERS
@@ -195,10 +196,10 @@ class _AnalyzeCommand(_OneLineErrors):
 )
 @click.option(
     "--backend",
-    type=click.Choice(["torch", "numpy"]),
+    type=click.Choice(backend_names()),
     default="torch",
     show_default=True,
-    help="Executor for our strategies (numpy: cpu only; torch baselines always use torch).",
+    help=f"Executor for our strategies: {backend_help()}.",
 )
 @click.option("--repeats", type=click.IntRange(min=1), default=10, show_default=True,
               help="Timed blocks per phase.")
@@ -463,7 +464,7 @@ class _RunOptions:
 
 def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
              *, show_progress: bool) -> Report:
-    from .analysis import execute
+    from .execution import execute
 
     if not report.strategies:
         raise click.UsageError(

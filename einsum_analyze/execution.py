@@ -6,94 +6,36 @@ Each run is first checked for memory: a run whose predicted peak does not fit th
 device's free memory, or a user's limit, is skipped with its reason; nothing is
 allocated for it.
 
-Memory is measured above a baseline that already holds the operands: on CUDA with
-``max_memory_allocated``; on CPU by the executor's own count of the storages it holds,
-and for torch autograd by the bytes of the tensors it saves for backward
-(``saved_tensors_hooks``).
+The runs themselves belong to the executors in :mod:`einsum_analyze.backends` (our
+strategies, by backend name) and :mod:`einsum_analyze.backends.baselines`. Memory is
+the allocator's: on CUDA ``max_memory_allocated``, on cpu torch.profiler's allocator
+events; every peak counts the inputs.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
-from .errors import BackendUnavailableError
-from .memory import simulate_memory
+from .backends import get_backend
+from .backends.base import CUDA_GRANULARITY, Run, make_context, predicted_peak_bytes
+from .backends.baselines import BASELINES, run_baseline
+from .backends.runners import run_strategy
+from .errors import BackendUnavailableError, PlanningError
+from .parsing import parse_bytes
 from .report import Report
 from .strategies import StrategyResult
-from .timing import Measurement
 
-__all__ = ["BASELINES", "Run", "execute_report", "resolve_devices"]
-
-BASELINES = ("torch-autograd", "opt_einsum-torch")
-"""torch.einsum under autograd; opt_einsum.contract on the report's path under autograd."""
-
-CUDA_GRANULARITY = 512
-"""CUDA's caching allocator rounds every block up to a multiple of 512 bytes."""
+__all__ = ["BASELINES", "CUDA_GRANULARITY", "Run", "execute", "execute_report",
+           "predicted_peak", "resolve_devices"]
 
 CPU_FLOPS_PER_S = 5e9
 """A deliberately modest CPU rate, used only to refuse runs that would take far too long."""
 
 CPU_TIME_LIMIT_S = 120.0
 """Runs predicted to take longer than this on CPU are skipped unless forced."""
-
-Backend = Literal["torch", "numpy"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Run:
-    """One strategy or baseline, run on one device with one backend.
-
-    Memory figures are bytes above the operands (the caller's inputs); see the schema.
-
-    Attributes:
-        strategy: ``reverse``, ``independent``, ``torch-autograd`` or ``opt_einsum-torch``.
-        is_baseline: Whether this is a torch baseline rather than our executor.
-        device: ``cpu``, ``cuda:0``, ...
-        backend: ``torch`` or ``numpy``.
-        forward: Forward timing (None when skipped).
-        backward: Backward timing (None when skipped or nothing is differentiated).
-        peak_bytes_measured: Measured peak above the inputs, forward and backward.
-        peak_bytes_predicted: The model's peak above the inputs, on the same basis.
-        retained_bytes_measured: Bytes held for backward at the end of forward.
-        retained_bytes_predicted: The model's retained bytes.
-        max_grad_error: Largest relative gradient error against the float64 oracle.
-        skipped: Why the run did not happen; None when it ran.
-        measurement: How memory was measured.
-    """
-
-    strategy: str
-    is_baseline: bool
-    device: str
-    backend: str
-    forward: Measurement | None = None
-    backward: Measurement | None = None
-    peak_bytes_measured: int | None = None
-    peak_bytes_predicted: int | None = None
-    retained_bytes_measured: int | None = None
-    retained_bytes_predicted: int | None = None
-    max_grad_error: float | None = None
-    skipped: str | None = None
-    measurement: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """One entry of the ``runs`` section of the JSON report."""
-        return {
-            "strategy": self.strategy,
-            "baseline": self.is_baseline,
-            "device": self.device,
-            "backend": self.backend,
-            "forward_s": self.forward.to_dict() if self.forward else None,
-            "backward_s": self.backward.to_dict() if self.backward else None,
-            "peak_bytes_measured": self.peak_bytes_measured,
-            "peak_bytes_predicted": self.peak_bytes_predicted,
-            "retained_bytes_measured": self.retained_bytes_measured,
-            "retained_bytes_predicted": self.retained_bytes_predicted,
-            "max_grad_error": self.max_grad_error,
-            "skipped": self.skipped,
-            "memory_measurement": self.measurement,
-        }
 
 
 def resolve_devices(names: Sequence[str] | None) -> tuple[str, ...]:
@@ -132,81 +74,6 @@ def resolve_devices(names: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(devices))
 
 
-def _torch_dtype(name: str) -> Any:
-    import torch
-
-    return getattr(torch, name)
-
-
-def _oracle_dtype(name: str) -> Any:
-    import torch
-
-    return torch.complex128 if name.startswith("complex") else torch.float64
-
-
-def _relative_error(got: Any, want: Any) -> float:
-    import torch
-
-    want = want.to(got.device)
-    scale = float(torch.max(torch.abs(want))) if want.numel() else 0.0
-    diff = float(torch.max(torch.abs(got.to(want.dtype) - want))) if want.numel() else 0.0
-    return diff / scale if scale > 0 else diff
-
-
-@dataclass
-class _Context:
-    """Operands, upstream gradient and oracle gradients on one device."""
-
-    device: str
-    operands: list[Any]
-    upstream: Any
-    oracle: dict[int, Any]
-    grad: tuple[int, ...]
-    fence: Callable[[], None]
-    fence_name: str
-    is_cuda: bool
-
-
-def _make_context(
-    report: Report, device: str, seed: int, grad: Sequence[int], *, check: bool = True
-) -> _Context:
-    import torch
-
-    eq = report.equation
-    dtype = _torch_dtype(report.dtype)
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-    operands = [
-        torch.randn(shape, generator=generator, dtype=dtype).to(device) for shape in eq.shapes
-    ]
-    out_shape = [eq.size_dict[c] for c in eq.output]
-    upstream = torch.randn(out_shape, generator=generator, dtype=dtype).to(device)
-    precise = _oracle_dtype(report.dtype)
-    leaves = [t.detach().to(precise).requires_grad_(k in grad) for k, t in enumerate(operands)]
-    oracle: dict[int, Any] = {}
-    if grad and check:
-        with torch.enable_grad():
-            if all(char.isascii() for char in eq.text):
-                y = torch.einsum(eq.text, *leaves)
-            else:
-                # torch.einsum takes 52 ASCII letters only; opt_einsum relabels each step.
-                import opt_einsum
-
-                y = opt_einsum.contract(eq.explicit, *leaves, backend="torch")
-            wanted = [leaves[k] for k in grad]
-            grads = torch.autograd.grad(y, wanted, upstream.to(precise).reshape(y.shape))
-        oracle = {k: g.detach() for k, g in zip(grad, grads, strict=True)}
-    is_cuda = device.startswith("cuda")
-    if is_cuda:
-        index = torch.device(device).index or 0
-
-        def fence() -> None:
-            torch.cuda.synchronize(index)
-
-        return _Context(device, operands, upstream, oracle, tuple(grad), fence,
-                        "torch.cuda.synchronize", True)
-    return _Context(device, operands, upstream, oracle, tuple(grad), lambda: None, "none", False)
-
-
 def _free_bytes(device: str) -> int:
     """Bytes free on the device now (CPU: the kernel's MemAvailable)."""
     if device.startswith("cuda"):
@@ -228,7 +95,7 @@ def execute_report(
     report: Report,
     *,
     devices: Sequence[str],
-    backend: Backend = "torch",
+    backend: str = "torch",
     repeats: int = 10,
     warmup: int = 3,
     seed: int = 0,
@@ -241,7 +108,7 @@ def execute_report(
     Args:
         report: An analysis with strategies (see :func:`einsum_analyze.analyze`).
         devices: Device names from :func:`resolve_devices`.
-        backend: ``torch`` (CPU and CUDA) or ``numpy`` (CPU only; no baselines).
+        backend: A registered backend's name; the torch baselines run beside ``torch``.
         repeats: Timed blocks per phase.
         warmup: Untimed calls first.
         seed: Seed of the random operands.
@@ -251,9 +118,12 @@ def execute_report(
 
     Returns:
         The runs, and warnings (noisy timings, failed baselines).
-    """
-    from .backends import runners
 
+    Raises:
+        BackendUnavailableError: The backend cannot run on a device or with the dtype.
+    """
+    executor = get_backend(backend)
+    eq = report.equation
     grad = report.gradients.operands if report.gradients is not None else _grad_of(report)
     runs: list[Run] = []
     warnings: list[str] = []
@@ -261,8 +131,9 @@ def execute_report(
     model = next((s for s in report.strategies if s.name == "torch-autograd"), None)
     baselines = BASELINES if backend == "torch" else ()
     for device in devices:
-        if backend == "numpy" and device != "cpu":
-            raise BackendUnavailableError(f"the numpy backend runs on cpu only, not {device}")
+        why_not = executor.unavailable(device, report.dtype)
+        if why_not is not None:
+            raise BackendUnavailableError(why_not)
         # Decide every refusal first: a refused run allocates nothing, and a device
         # where every run is refused gets no operands and no oracle either.
         free = _free_bytes(device)
@@ -288,19 +159,33 @@ def execute_report(
                 f"on {device} the float64 oracle would not fit beside the runs "
                 f"({_oracle_bytes(report)} B): gradients were not checked"
             )
-        context = _make_context(report, device, seed, grad, check=check)
+        context = make_context(
+            device=device, dtype=report.dtype, shapes=eq.shapes,
+            output_shape=[eq.size_dict[c] for c in eq.output], text=eq.text,
+            explicit=eq.explicit, seed=seed, grad=grad, check=check,
+        )
         for name, is_baseline, strategy in wanted:
             if on_progress is not None:
                 on_progress(f"{name} on {device}" + ("" if is_baseline else f" ({backend})"))
             if is_baseline:
-                run = runners.run_baseline(report, name, strategy, context, repeats=repeats,
-                                           warmup=warmup)
+                run = run_baseline(
+                    name, context, text=eq.text, explicit=eq.explicit, path=report.plan.path,
+                    peak_bytes_predicted=(predicted_peak(report, model, context.is_cuda)
+                                          if model else None),
+                    retained_bytes_predicted=model.memory.retained_bytes if model else None,
+                    repeats=repeats, warmup=warmup,
+                )
                 if run.skipped:
                     warnings.append(f"{name} on {device}: {run.skipped}")
             else:
                 assert strategy is not None
-                run = runners.run_strategy(report, strategy, context, backend=backend,
-                                           repeats=repeats, warmup=warmup)
+                run = run_strategy(
+                    executor, context, strategy=strategy.name, events=strategy.events,
+                    sizes=eq.size_dict,
+                    peak_bytes_predicted=predicted_peak(report, strategy, context.is_cuda),
+                    retained_bytes_predicted=strategy.memory.retained_bytes,
+                    repeats=repeats, warmup=warmup,
+                )
             runs.append(run)
         del context
     for run in runs:
@@ -310,6 +195,30 @@ def execute_report(
                 if note:
                     warnings.append(note)
     return tuple(runs), tuple(warnings)
+
+
+def predicted_peak(report: Report, strategy: StrategyResult, is_cuda: bool) -> int:
+    """The strategy's predicted peak, inputs included, as the device's allocator sees it.
+
+    On CUDA every allocation, the operands' included, is rounded up to 512 bytes.
+    """
+    if not is_cuda:
+        return strategy.memory.peak_bytes
+    eq = report.equation
+    return predicted_peak_bytes(
+        strategy.events,
+        input_bytes=[_elements(shape) * report.itemsize for shape in eq.shapes],
+        output_elements=report.plan.steps[-1].output_elements,
+        itemsize=report.itemsize,
+        is_cuda=True,
+    )
+
+
+def _elements(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
 
 
 def _grad_of(report: Report) -> tuple[int, ...]:
@@ -362,15 +271,84 @@ def _refusal(
     return None
 
 
-def predicted_peak_above_inputs(strategy: StrategyResult, report: Report, is_cuda: bool) -> int:
-    """The strategy's predicted peak above the inputs; on CUDA with allocator rounding."""
-    if not is_cuda:
-        return strategy.memory.peak_bytes_without_inputs
-    rounded = simulate_memory(
-        strategy.events,
-        input_elements=0,
-        output_elements=report.plan.steps[-1].output_elements,
-        itemsize=report.itemsize,
-        granularity=CUDA_GRANULARITY,
+def execute(
+    report: Report,
+    *,
+    devices: Sequence[str] | None = None,
+    backend: str = "torch",
+    repeats: int = 10,
+    warmup: int = 3,
+    seed: int = 0,
+    max_memory: int | str | None = None,
+    force: bool = False,
+    on_progress: Callable[[str], None] | None = None,
+) -> Report:
+    """Run the report's strategies and the torch baselines; return the report with runs.
+
+    Args:
+        report: From :func:`analyze`, with strategies.
+        devices: ``["cpu"]``, ``["cuda:0"]``, ...; None: cpu, plus cuda if present.
+        backend: A registered backend (:func:`einsum_analyze.backends.backend_names`):
+            ``"torch"``, or ``"numpy"`` (cpu only, no baselines).
+        repeats: Timed blocks per phase.
+        warmup: Untimed calls first.
+        seed: Seed of the random operands.
+        max_memory: Skip runs whose predicted peak exceeds this (bytes, or ``"8GiB"``).
+        force: Run on cpu even when the predicted time is far beyond reason.
+        on_progress: Called with a label as each run starts.
+
+    Returns:
+        A copy of ``report`` with ``runs`` and any new warnings.
+
+    Raises:
+        BackendUnavailableError: An unknown or absent device, backend or dtype.
+    """
+    executor = get_backend(backend)
+    if repeats < 1 or warmup < 0:
+        raise PlanningError("--repeats must be at least 1 and --warmup at least 0")
+    limit = None
+    if max_memory is not None:
+        try:
+            limit = max_memory if isinstance(max_memory, int) else parse_bytes(max_memory)
+        except ValueError as err:
+            raise PlanningError(f"--max-memory: {err}") from err
+    chosen = resolve_devices(devices)
+    for device in chosen:
+        reason = executor.unavailable(device, report.dtype)
+        if reason is not None:
+            raise BackendUnavailableError(reason)
+    start = time.perf_counter()
+    runs, notes = execute_report(
+        report,
+        devices=chosen,
+        backend=backend,
+        repeats=repeats,
+        warmup=warmup,
+        seed=seed,
+        max_memory_bytes=limit,
+        force=force,
+        on_progress=on_progress,
     )
-    return rounded.peak_bytes
+    environment = dict(report.environment)
+    environment.update(torch_environment(chosen))
+    environment["execution_s"] = time.perf_counter() - start
+    return replace(report, runs=runs, warnings=report.warnings + notes, environment=environment)
+
+
+def torch_environment(devices: Sequence[str]) -> dict[str, Any]:
+    """Versions, threads and GPUs of the torch that ran the strategies."""
+    import numpy
+    import torch
+
+    info: dict[str, Any] = {
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "torch_threads": torch.get_num_threads(),
+        "grad_mode": "no_grad for the executor; enable_grad for baselines",
+    }
+    names = [torch.cuda.get_device_name(torch.device(d)) for d in devices if d.startswith("cuda")]
+    if names:
+        info["cuda_devices"] = names
+        info["cuda_version"] = torch.version.cuda
+    return info

@@ -9,7 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .execution import Run
+from .backends.base import Run
 from .planning import Step
 from .report import BudgetCheck, Report
 
@@ -199,11 +199,13 @@ def _strategies_table(report: Report) -> Table | None:
 def _runs_table(report: Report) -> Table | None:
     if not report.runs:
         return None
+    bases = dict.fromkeys(r.memory_measurement for r in report.runs if r.memory_measurement)
     table = Table(
         title="Runs (median per call; * fastest forward+backward, + leanest measured peak)",
-        caption="peak and retained: measured, bytes above the inputs; predicted: the model's "
-        "peak; vs torch: time, then peak, over torch-autograd's on the same device; the "
-        "JSON report has the spreads",
+        caption="peak: measured, inputs included; retained: measured, kept for backward; "
+        "predicted: the model's peak, inputs included; vs torch: time, then peak, over "
+        "torch-autograd's on the same device; the JSON report has the spreads. Memory "
+        "measured by: " + ("; ".join(bases) or "-"),
         box=box.SIMPLE_HEAD,
         padding=(0, 1, 0, 0),
     )

@@ -15,7 +15,7 @@ from .memory import MemoryProfile
 from .planning import Plan
 
 if TYPE_CHECKING:
-    from .execution import Run
+    from .backends.base import Run
     from .strategies import GradientPlan, StrategyResult
 
 __all__ = [
