@@ -157,9 +157,11 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
     target = event.tensor
     view_term = event.view
     # Complex gradients follow torch's convention: the forward tensors a backward
-    # contraction reads enter conjugated (grad_a = grad_y * conj(b)).
+    # contraction reads enter conjugated (grad_a = grad_y * conj(b)); a recomputed
+    # forward step reads them as the forward pass does.
     conjugated = tuple(
-        event.phase == "backward" and name.startswith(("in", "x")) for name in names
+        event.phase == "backward" and not event.recompute and name.startswith(("in", "x"))
+        for name in names
     )
 
     if kernel is None or kernel.kind == "einsum":
