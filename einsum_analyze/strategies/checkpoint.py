@@ -304,8 +304,9 @@ class _Template:
         """A lower bound of the lowered peak of the keep-sets that extend ``keep``.
 
         Bounds every S with ``keep`` <= S that agrees with ``keep`` on ``decided``
-        (which holds, with each of its tensors, every tensor below it). The replay of ``keep``'s schedule, unlowered (no layout copies), in which the
-        tensors not decided are, when not kept, only allocated where a gradient reads
+        (which holds, with each of its tensors, every tensor below it). The replay
+        of ``keep``'s schedule, unlowered (no layout copies), in which the tensors not
+        decided are, when not kept, only allocated where a gradient reads
         them (no sub-tree, no temporaries). Event by event, the schedule of S holds
         every tensor this one holds: S keeps more; a decided tensor not kept is
         recomputed the same way; and a tensor not decided is live there, kept or just
