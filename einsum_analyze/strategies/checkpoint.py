@@ -427,7 +427,7 @@ def choose_keep(
     budget_bytes: int | None = None,
     *,
     search: SearchChoice = "auto",
-    exact_evaluations: int = EXACT_EVALUATIONS,
+    exact_evaluations: int | None = None,
 ) -> KeepChoice:
     """Choose the intermediates to keep after forward.
 
@@ -448,7 +448,8 @@ def choose_keep(
         itemsize: Bytes per element.
         budget_bytes: The training budget; None for the least peak.
         search: ``auto``, or the search to run whatever the number of candidates.
-        exact_evaluations: Most replays for the exact search.
+        exact_evaluations: Most replays for the exact search (None:
+            :data:`EXACT_EVALUATIONS`).
 
     Returns:
         The :class:`KeepChoice`.
@@ -456,7 +457,7 @@ def choose_keep(
     template = _Template(plan, frozenset(grad))
     candidates = checkpoint_candidates(plan, template.grad)
     searching = _Search(template, itemsize, budget_bytes)
-    searching.replay(frozenset(candidates))
+    searching.replay(template.read)  # reverse mode
     if not candidates:
         return searching.choice("none", candidates)
     method: Literal["exact", "greedy", "largest-first"]
@@ -467,14 +468,15 @@ def choose_keep(
         method = search
     match method:
         case "largest-first":
-            _largest_first(searching, candidates)
+            _largest_first(searching)
             return searching.choice("largest-first", candidates)
         case "greedy":
             _greedy(searching, candidates)
             return searching.choice("greedy", candidates)
         case "exact":
             _greedy(searching, candidates)
-            complete = _branch_and_bound(searching, candidates, exact_evaluations)
+            limit = EXACT_EVALUATIONS if exact_evaluations is None else exact_evaluations
+            complete = _branch_and_bound(searching, candidates, limit)
             return searching.choice("exact", candidates, complete)
         case _:
             assert_never(method)
@@ -483,13 +485,14 @@ def choose_keep(
 def _greedy(search: _Search, candidates: tuple[int, ...]) -> None:
     """Drop, one at a time, the kept tensor that saves the most peak per recompute FLOP.
 
-    From keeping every candidate: while the budget is not met (or, without one, while
-    the peak can still go down), replay each kept candidate dropped and drop the one of
-    the best ratio (peak saved over recompute FLOPs added; a drop that adds none ranks
-    first; ties to the larger saving). With a budget met, dropped candidates are then
-    put back, the one that saves the most recompute first, while the peak still fits.
+    From reverse mode (keeping what a gradient reads): while the budget is not met (or,
+    without one, while the peak can still go down), replay each kept tensor dropped and
+    drop the one of the best ratio (peak saved over recompute FLOPs added; a drop that
+    adds none ranks first; ties to the larger saving). With a budget met, candidates
+    not kept are then put back, the one that saves the most recompute first, while the
+    peak still fits.
     """
-    keep = frozenset(candidates)
+    keep = search.template.read
     while keep:
         peak, flops = search.replay(keep)
         if search.budget is not None and peak <= search.budget:
@@ -524,14 +527,14 @@ def _greedy(search: _Search, candidates: tuple[int, ...]) -> None:
             return
 
 
-def _largest_first(search: _Search, candidates: tuple[int, ...]) -> None:
-    """Try dropping the m largest candidates, for m = 0, 1, 2, 4, ... and all of them.
+def _largest_first(search: _Search) -> None:
+    """Drop the m largest of the tensors reverse mode keeps, for m = 0, 1, 2, 4, ..., all.
 
     With a budget, the first m that fits is then narrowed by bisection. A handful of
     replays: the search for networks too large for the greedy one.
     """
     sizes = {step.output: step.output_elements for step in search.plan.steps}
-    order = sorted(candidates, key=lambda k: (-sizes[k], k))
+    order = sorted(search.template.read, key=lambda k: (-sizes[k], k))
 
     def dropping(m: int) -> frozenset[int]:
         return frozenset(order[m:])
