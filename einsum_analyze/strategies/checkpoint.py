@@ -159,9 +159,9 @@ def recompute_counts(
         >>> from einsum_analyze import parse_equation, Plan
         >>> plan = Plan.from_path(
         ...     parse_equation("ab,bc,cd,de->ae", [(2, 3), (3, 4), (4, 5), (5, 6)]),
-        ...     [(0, 1), (0, 1), (0, 1)])
-        >>> recompute_counts(plan, [0, 1, 2, 3], keep=[])
-        {5: 1, 4: 2}
+        ...     [(0, 1), (0, 2), (0, 1)])
+        >>> recompute_counts(plan, [0, 1, 2, 3], keep=[])  # ca (4) twice, ad (5) once
+        {4: 2, 5: 1}
     """
     num_ops = plan.equation.num_operands
     producer = {step.output: step for step in plan.steps}

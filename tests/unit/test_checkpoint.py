@@ -487,3 +487,15 @@ def test_checkpoint_runs_on_the_cpu_with_both_backends(backend, dtype):
         assert run.skipped is None
         assert run.max_grad_error is not None and run.max_grad_error < 1e-12
     assert runs["checkpoint"].peak_bytes_measured == runs["checkpoint"].peak_bytes_predicted
+
+
+def test_the_docstring_examples_run():
+    import doctest
+
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    tests = finder.find(checkpoint_module, checkpoint_module.__name__)
+    for test in tests:
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.attempted >= 3 and result.failed == 0
