@@ -375,6 +375,7 @@ class _Search:
         self.budget = budget
         self.seen: dict[frozenset[int], tuple[int, int]] = {}
         self.best: frozenset[int] | None = None
+        self.sizes = {step.output: step.output_elements for step in self.plan.steps}
 
     def flops(self, keep: frozenset[int]) -> int:
         """Recompute FLOPs of ``keep`` (no replay)."""
@@ -399,9 +400,10 @@ class _Search:
         return (1, peak, flops)
 
     def key(self, keep: frozenset[int]) -> tuple[int, int, int, int, tuple[int, ...]]:
-        """:meth:`rank`, then the larger set, then the ids: one order, no ties."""
+        """:meth:`rank`, then the fewer bytes kept, then the ids: one order, no ties."""
         peak, flops = self.seen[keep]
-        return (*self.rank(peak, flops), -len(keep), tuple(sorted(keep)))
+        kept = sum(self.sizes[k] for k in keep)
+        return (*self.rank(peak, flops), kept, tuple(sorted(keep)))
 
     def choice(self, method: SearchMethod, candidates: tuple[int, ...],
                complete: bool = True) -> KeepChoice:
@@ -434,7 +436,8 @@ def choose_keep(
     Objective: with a budget, the least recompute FLOPs among the keep-sets whose
     training peak (inputs included) fits it, ties to the lower peak; when none fits, the
     least peak. Without a budget, the least peak, ties to the fewer recompute FLOPs.
-    Remaining ties go to the larger set, then to the smaller ids.
+    Remaining ties go to the set that keeps fewer elements (nothing is kept for
+    nothing), then to the smaller ids.
 
     Only :func:`checkpoint_candidates` are decided on (the others are never kept). With
     ``search="auto"``: up to :data:`EXACT_LIMIT` candidates, a branch and bound over the

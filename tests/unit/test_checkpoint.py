@@ -212,9 +212,10 @@ def test_a_budget_at_reverse_peak_is_reverse_with_no_recompute():
             assert result.details["checkpoint"]["fits_budget"] is True
             assert result.memory.peak_bytes == reverse.memory.peak_bytes
             assert result.backward_flops == reverse.backward_flops
-            # Not merely the same figures: what reverse keeps, kept the same way.
+            # Not merely the same figures: reverse mode's schedule, event for event.
             kept = {item["id"] for item in result.details["checkpoint"]["kept"]}
-            assert kept >= read_in_backward(plan, grad)
+            assert kept == read_in_backward(plan, grad)
+            assert result.events == reverse.events
 
 
 def test_a_tighter_budget_lowers_the_peak_and_raises_the_recompute():
@@ -262,9 +263,17 @@ def test_the_exact_search_equals_brute_force(problem, data):
     floor = floor_bytes(plan, grad, F64)
     budgets = [None, least[1], (least[1] + reverse) // 2, reverse, floor, least[1] - 1]
     for budget in budgets:
+        best = brute_force(plan, grad, F64, budget)
         choice = choose_keep(plan, grad, F64, budget, search="exact")
         assert choice.complete
-        assert rank_of(choice, budget) == brute_force(plan, grad, F64, budget), budget
+        assert rank_of(choice, budget) == best, budget
+        for heuristic in ("greedy", "largest-first"):
+            guess = choose_keep(plan, grad, F64, budget, search=heuristic)
+            # What a heuristic says of its set is its set's replay, and no better than best.
+            assert evaluate_keep(plan, grad, guess.keep, F64) == (
+                guess.peak_bytes, guess.recompute_flops)
+            assert guess.fits == (None if budget is None else guess.peak_bytes <= budget)
+            assert rank_of(guess, budget) >= best
 
 
 # Two trees of 10 operands (8 intermediates: 256 keep-sets), on two paths each.
