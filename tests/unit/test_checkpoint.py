@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from strategies import einsum_problems
 
 import einsum_analyze.strategies.checkpoint as checkpoint_module
+import einsum_analyze.strategies.checkpoint_schedule as checkpoint_schedule_module
 from einsum_analyze import Plan, PlanningError, analyze, execute, parse_equation, plan_contraction
 from einsum_analyze.report import load_schema
 from einsum_analyze.strategies import build_strategy, get_strategy, strategy_names
@@ -304,7 +305,7 @@ def test_the_exact_search_equals_brute_force_on_trees_of_ten(name, equation, sha
 def test_the_floor_bounds_every_larger_keep_set():
     plan = tn18("dp")
     grad = frozenset(range(18))
-    template = checkpoint_module._Template(plan, grad)
+    template = checkpoint_module.KeepSchedules(plan, grad)
     candidates = checkpoint_candidates(plan, grad)
     import random
 
@@ -504,8 +505,8 @@ def test_the_docstring_examples_run():
 
     finder = doctest.DocTestFinder(exclude_empty=True)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    tests = finder.find(checkpoint_module, checkpoint_module.__name__)
-    for test in tests:
-        runner.run(test)
+    for module in (checkpoint_module, checkpoint_schedule_module):
+        for test in finder.find(module, module.__name__):
+            runner.run(test)
     result = runner.summarize(verbose=False)
-    assert result.attempted >= 3 and result.failed == 0
+    assert result.attempted >= 4 and result.failed == 0
