@@ -209,7 +209,11 @@ def lower_contraction(
 
 
 def lower_events(
-    events: Sequence[Event], operand_terms: Sequence[str], sizes: Mapping[str, int]
+    events: Sequence[Event],
+    operand_terms: Sequence[str],
+    sizes: Mapping[str, int],
+    *,
+    cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None = None,
 ) -> tuple[Event, ...]:
     """Attach a :class:`Kernel` and its workspace to every contraction of a schedule.
 
@@ -217,6 +221,8 @@ def lower_events(
         events: A schedule (see :mod:`einsum_analyze.schedule`).
         operand_terms: The caller's operands' terms (stored contiguously).
         sizes: Size of every label.
+        cache: Kernels already chosen, by input layouts and output term, for lowering
+            many schedules over the same ``sizes`` (a search does); filled as it goes.
 
     Returns:
         The same events, contractions carrying ``kernel`` and ``workspace``.
@@ -236,8 +242,12 @@ def lower_events(
         match event.op:
             case "contract":
                 terms = lhs.split(",") if event.inputs else []
-                kernel = lower_contraction([layouts[name] for name in event.inputs], out_term,
-                                           sizes)
+                inputs = tuple(layouts[name] for name in event.inputs)
+                kernel = cache.get((inputs, out_term)) if cache is not None else None
+                if kernel is None:
+                    kernel = lower_contraction(inputs, out_term, sizes)
+                    if cache is not None:
+                        cache[(inputs, out_term)] = kernel
                 if event.phase == "forward" and kernel.kind == "bmm":
                     promote = tuple(
                         position

@@ -66,8 +66,9 @@ def _step(event: Event, live: dict[str, Any], upstream: Any, sizes: Mapping[str,
             result = upstream.copy()
         case "contract":
             arrays = [live[name] for name in event.inputs]
-            if event.phase == "backward":
-                # Complex gradients follow torch's convention: conj of forward tensors.
+            if event.phase == "backward" and not event.recompute:
+                # Complex gradients follow torch's convention: conj of forward tensors
+                # (a recomputed forward step reads them as the forward pass does).
                 arrays = [
                     np.conj(a) if name.startswith(("in", "x")) and np.iscomplexobj(a) else a
                     for name, a in zip(event.inputs, arrays, strict=True)

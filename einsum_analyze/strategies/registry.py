@@ -189,6 +189,7 @@ def build_strategy(
             grad=wanted,
             gradients=gradients if spec.needs_gradient_plans else None,
             options=chosen,
+            itemsize=itemsize,
         )
     )
     equation = plan.equation
@@ -215,4 +216,5 @@ def build_strategy(
         planning_s=elapsed,
         optimizer=builder.optimizer or plan.optimizer,
         warnings=tuple(builder.warnings),
+        details=dict(builder.details),
     )
