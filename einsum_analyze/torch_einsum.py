@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from .equation import Equation, _fresh_labels, split_equation
-from .memory import Event, simulate_memory
+from .memory import Event, Operation, simulate_memory
 
 if TYPE_CHECKING:
     from .planning import Plan
@@ -106,29 +106,30 @@ class TorchSchedule:
     retained_elements: int
 
 
-# --- parsing as torch does -------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Setup:
-    """The equation in torch's terms."""
-
-    order: tuple[str, ...]  # every dimension, in torch's order (labels of ``eq``)
-    num_output: int  # the first ``num_output`` of ``order`` are the output's
-    operands: list[_Tensor]  # each operand, aligned to ``order``
-    diagonal: tuple[bool, ...]  # whether each operand repeats a label
+# --- parsing as torch does --------------------------------------------------------------
 
 
 @dataclass(slots=True)
 class _Tensor:
-    """A tensor aligned to torch's dimension order: sizes and strides, in elements."""
+    """A tensor aligned to torch's dimension order (dims of size 1 left implicit).
 
-    sizes: list[int]
-    strides: list[int]
+    Attributes:
+        sizes: Size of every dim above 1, by position in torch's order.
+        strides: Stride of each of those dims, in elements.
+        dense: Strides of every dim, size-1 ones included (TensorIterator reads them).
+        storage: Schedule name of the storage it views.
+        needs_grad: Whether autograd tracks it.
+        term: Its labels in the schedule's einsum equations.
+        leaf: The operand it is, or a reduced copy of; -1 for an intermediate.
+    """
+
+    sizes: dict[int, int]
+    strides: dict[int, int]
+    dense: Callable[[], list[int]]
     storage: str
     needs_grad: bool
-    term: str  # labels as the schedule's einsum equations name the tensor
-    leaf: int = -1  # the operand it is (or a reduced copy of), -1 for an intermediate
+    term: str
+    leaf: int = -1
 
 
 def _contiguous(sizes: Sequence[int]) -> list[int]:
@@ -136,55 +137,21 @@ def _contiguous(sizes: Sequence[int]) -> list[int]:
     running = 1
     for d in range(len(sizes) - 1, -1, -1):
         strides[d] = running
-        running *= max(sizes[d], 1)
+        running *= sizes[d]
     return strides
 
 
-def _torch_key(text: str) -> dict[str, int]:
-    """Rank of each label in torch's summed-label order (ASCII order: A-Z before a-z).
+def _torch_rank(text: str) -> dict[str, int]:
+    """Rank of each label in torch's order of summed labels (A-Z, then a-z).
 
-    Labels torch cannot read (non-ASCII) are ranked as the relabelling to ASCII by first
-    appearance would rank them.
+    Labels torch cannot read (non-ASCII) rank as a relabelling to ASCII letters in order
+    of first appearance would rank them.
     """
     labels = [c for c in dict.fromkeys(text) if c not in ",.->" and not c.isspace()]
     if all(c in _TORCH_ORDER for c in labels):
         return {c: _TORCH_ORDER.index(c) for c in labels}
-    mapping = {c: _LETTERS[n] if n < len(_LETTERS) else "" for n, c in enumerate(labels)}
-    return {c: (_TORCH_ORDER.index(m) if m else len(_TORCH_ORDER) + n)
-            for n, (c, m) in enumerate(mapping.items())}
-
-
-def _setup(eq: Equation, grad: frozenset[int]) -> _Setup:
-    raw_terms, _ = split_equation(eq.text)
-    ellipsis = _ellipsis_labels(eq, raw_terms)
-    output = list(eq.output)
-    rank = _torch_key(eq.text)
-    summed_ellipsis = [c for c in ellipsis if c not in output]
-    seen = set(output) | set(summed_ellipsis)
-    letters = sorted({c for term in raw_terms for c in term if c != "." and c not in seen},
-                     key=lambda c: rank[c])
-    order = tuple(output + summed_ellipsis + letters)
-    position = {label: d for d, label in enumerate(order)}
-    operands: list[_Tensor] = []
-    diagonal: list[bool] = []
-    for k, (term, shape) in enumerate(zip(raw_terms, eq.shapes, strict=True)):
-        labels = _expand_term(term, len(shape), ellipsis)
-        sizes = [1] * len(order)
-        strides = [-1] * len(order)
-        for label, size, stride in zip(labels, shape, _contiguous(shape), strict=True):
-            d = position[label]
-            if strides[d] == -1:
-                sizes[d] = size
-                strides[d] = stride
-            else:  # a repeated label: a diagonal view, the strides add up
-                strides[d] += stride
-        # Missing labels are unsqueezed at the end (stride 1), then permuted in place.
-        strides = [1 if s == -1 else s for s in strides]
-        operands.append(_Tensor(sizes=sizes, strides=strides, storage=f"in{k}",
-                                needs_grad=k in grad, term=eq.terms[k], leaf=k))
-        diagonal.append(len(set(labels)) < len(labels))
-    return _Setup(order=order, num_output=len(output), operands=operands,
-                  diagonal=tuple(diagonal))
+    return {c: (_TORCH_ORDER.index(_LETTERS[n]) if n < len(_LETTERS) else n)
+            for n, c in enumerate(labels)}
 
 
 def _expand_term(term: str, ndim: int, ellipsis: Sequence[str]) -> list[str]:
@@ -193,6 +160,43 @@ def _expand_term(term: str, ndim: int, ellipsis: Sequence[str]) -> list[str]:
     head, tail = term.split("...")
     covered = ndim - len(head) - len(tail)
     return [*head, *ellipsis[len(ellipsis) - covered:], *tail]
+
+
+def _setup(eq: Equation, grad: frozenset[int]) -> tuple[tuple[str, ...], list[_Tensor],
+                                                          list[bool]]:
+    """torch's dimension order, each operand aligned to it, and which take a diagonal."""
+    raw_terms, _ = split_equation(eq.text)
+    ellipsis = _ellipsis_labels(eq, raw_terms)
+    rank = _torch_rank(eq.text)
+    output = list(eq.output)
+    summed_ellipsis = [c for c in ellipsis if c not in output]
+    seen = set(output) | set(summed_ellipsis)
+    letters = sorted({c for term in raw_terms for c in term if c != "." and c not in seen},
+                     key=rank.__getitem__)
+    order = (*output, *summed_ellipsis, *letters)
+    position = {label: d for d, label in enumerate(order)}
+    operands: list[_Tensor] = []
+    diagonal: list[bool] = []
+    for k, (term, shape) in enumerate(zip(raw_terms, eq.shapes, strict=True)):
+        labels = _expand_term(term, len(shape), ellipsis)
+        dims: dict[int, int] = {}  # position -> stride (diagonals add up)
+        sizes: dict[int, int] = {}
+        for label, size, stride in zip(labels, shape, _contiguous(shape), strict=True):
+            d = position[label]
+            dims[d] = dims.get(d, 0) + stride
+            if size != 1:
+                sizes[d] = size
+        strides = {d: dims[d] for d in sizes}
+        operands.append(_Tensor(sizes=sizes, strides=strides,
+                                dense=_operand_dense(dims, len(order)), storage=f"in{k}",
+                                needs_grad=k in grad, term=eq.terms[k], leaf=k))
+        diagonal.append(len(dims) < len(labels))
+    return order, operands, diagonal
+
+
+def _operand_dense(dims: dict[int, int], ndim: int) -> Callable[[], list[int]]:
+    # Missing labels are unsqueezed at the end (stride 1), then permuted into place.
+    return lambda: [dims.get(d, 1) for d in range(ndim)]
 
 
 # --- the path ---------------------------------------------------------------------------
@@ -258,64 +262,86 @@ def _ellipsis_labels(eq: Equation, raw_terms: Sequence[str]) -> list[str]:
     return [next(fresh) for _ in range(width)]
 
 
-# --- strides -----------------------------------------------------------------------------
+# --- layouts ----------------------------------------------------------------------------
 
 
-def _viewable(sizes: Sequence[int], strides: Sequence[int],
-              groups: Sequence[Sequence[int]]) -> bool:
-    """Whether ``reshape`` to one dimension per group of dims is a view (ATen computeStride).
+def _viewable(t: _Tensor, groups: Iterable[Sequence[int]]) -> bool:
+    """Whether ``reshape`` of ``t`` to one dim per group is a view (ATen's ``computeStride``)."""
+    return _nested(t.sizes, t.strides, groups)
 
-    A group may be flattened without a copy when its dims of size above 1 are nested:
-    each one's stride is the next one's size times its stride. Size-1 dims never matter.
+
+def _nested(sizes: Mapping[int, int], strides: Mapping[int, int],
+            groups: Iterable[Sequence[int]]) -> bool:
+    """Whether each group of dims flattens without a copy.
+
+    It does when the group's dims of size above 1 nest: each one's stride is the next
+    one's size times its stride. Size-1 dims never matter.
     """
     for group in groups:
-        dims = [d for d in group if sizes[d] != 1]
+        dims = [d for d in group if d in sizes]
         for outer, inner in zip(dims, dims[1:], strict=False):
             if strides[outer] != sizes[inner] * strides[inner]:
                 return False
     return True
 
 
-def _packed(sizes: Sequence[int], memory: Sequence[int]) -> list[int]:
-    """Strides of a dense tensor laid out with ``memory`` dims outermost first."""
-    strides = [1] * len(sizes)
+def _packed(sizes: Mapping[int, int], memory: Sequence[int]) -> dict[int, int]:
+    """Strides of the dims above 1 of a dense tensor laid out as ``memory`` (outermost first)."""
+    strides: dict[int, int] = {}
     running = 1
     for d in reversed(memory):
-        strides[d] = running
-        running *= max(sizes[d], 1)
+        if d in sizes:
+            strides[d] = running
+            running *= sizes[d]
     return strides
 
 
-def _mul_strides(a: _Tensor, b: _Tensor, sizes: Sequence[int]) -> list[int]:
+def _packed_dense(sizes: Mapping[int, int], first: Sequence[int], ndim: int,
+                  last: Sequence[int] = ()) -> Callable[[], list[int]]:
+    """All strides of a dense tensor laid out as ``first``, the other dims, then ``last``."""
+
+    def dense() -> list[int]:
+        placed = set(first) | set(last)
+        memory = [*first, *(d for d in range(ndim) if d not in placed), *last]
+        strides = [0] * ndim
+        running = 1
+        for d in reversed(memory):
+            strides[d] = running
+            running *= sizes.get(d, 1)
+        return strides
+
+    return dense
+
+
+def _mul_layout(a: _Tensor, b: _Tensor, sizes: Mapping[int, int],
+                ndim: int) -> tuple[dict[int, int], Callable[[], list[int]]]:
     """Strides of ``a * b`` as TensorIterator lays its output out."""
-    ndim = len(sizes)
-    same_shape = a.sizes == b.sizes
-    if same_shape:
-        contiguous = _contiguous(sizes)
-        if all(_dense_equal(t, contiguous) for t in (a, b)):
-            return contiguous
-        if a.strides == b.strides and _non_overlapping_dense(a):
-            return list(a.strides)
-    operand_strides = []
-    for t in (a, b):
-        operand_strides.append([
-            0 if (t.sizes[d] == 1 and sizes[d] != 1) else t.strides[d] for d in range(ndim)
-        ])
+    full = [sizes.get(d, 1) for d in range(ndim)]
+    dense_a, dense_b = a.dense(), b.dense()
+    if a.sizes == b.sizes:
+        contiguous = _contiguous(full)
+        if all(a.strides[d] == contiguous[d] and b.strides[d] == contiguous[d]
+               for d in a.sizes):
+            return {d: contiguous[d] for d in sizes}, lambda: contiguous
+        if dense_a == dense_b and _non_overlapping_dense(a):
+            return dict(a.strides), lambda: dense_a
+    operand_strides = [
+        [0 if (d not in t.sizes and d in sizes) else dense[d] for d in range(ndim)]
+        for t, dense in ((a, dense_a), (b, dense_b))
+    ]
 
     def should_swap(dim0: int, dim1: int) -> int:
         for strides in operand_strides:
             s0, s1 = strides[dim0], strides[dim1]
             if s0 == 0 or s1 == 0:
                 continue
-            if s0 < s1:
-                return -1
-            if s0 > s1:
-                return 1
-            if sizes[dim0] > sizes[dim1]:
+            if s0 != s1:
+                return -1 if s0 < s1 else 1
+            if full[dim0] > full[dim1]:
                 return 1
         return 0
 
-    perm = list(range(ndim - 1, -1, -1))  # fastest first
+    perm = list(range(ndim - 1, -1, -1))  # fastest first, then insertion-sorted
     for i in range(1, ndim):
         dim1 = i
         for dim0 in range(i - 1, -1, -1):
@@ -325,19 +351,18 @@ def _mul_strides(a: _Tensor, b: _Tensor, sizes: Sequence[int]) -> list[int]:
                 dim1 = dim0
             elif comparison < 0:
                 break
-    return _packed(sizes, list(reversed(perm)))
-
-
-def _dense_equal(t: _Tensor, contiguous: Sequence[int]) -> bool:
-    return all(size == 1 or stride == want
-               for size, stride, want in zip(t.sizes, t.strides, contiguous, strict=True))
+    memory = perm[::-1]
+    dense = [0] * ndim
+    running = 1
+    for d in perm:
+        dense[d] = running
+        running *= full[d]
+    return _packed(sizes, memory), lambda: dense
 
 
 def _non_overlapping_dense(t: _Tensor) -> bool:
-    dims = sorted((d for d in range(len(t.sizes)) if t.sizes[d] != 1),
-                  key=lambda d: t.strides[d])
     expected = 1
-    for d in dims:
+    for d in sorted(t.sizes, key=t.strides.__getitem__):
         if t.strides[d] != expected:
             return False
         expected *= t.sizes[d]
@@ -345,9 +370,8 @@ def _non_overlapping_dense(t: _Tensor) -> bool:
 
 
 def _memory_order(t: _Tensor) -> tuple[int, ...]:
-    """Dims of size above 1, outermost first (by stride)."""
-    return tuple(sorted((d for d in range(len(t.sizes)) if t.sizes[d] != 1),
-                        key=lambda d: -t.strides[d]))
+    """Dims above 1, outermost first."""
+    return tuple(sorted(t.sizes, key=lambda d: -t.strides[d]))
 
 
 # --- the schedule -----------------------------------------------------------------------
@@ -355,20 +379,18 @@ def _memory_order(t: _Tensor) -> tuple[int, ...]:
 
 @dataclass(slots=True)
 class _Forward:
-    """Forward state while stepping through the path."""
+    """Forward events and the storages alive while stepping through the path."""
 
-    setup: _Setup
-    size_of: dict[str, int]
     events: list[Event] = field(default_factory=list)
-    live: dict[str, int] = field(default_factory=dict)  # allocated storages -> elements
+    live: dict[str, int] = field(default_factory=dict)  # allocated storage -> elements
     kept: dict[str, int] = field(default_factory=dict)  # storages autograd keeps
     flops: int = 0
 
-    def alloc(self, name: str, elements: int, inputs: Iterable[str], equation: str,
-              flops: int = 0, workspace: tuple[int, ...] = ()) -> None:
+    def alloc(self, name: str, elements: int, inputs: tuple[str, ...], equation: str,
+              flops: int = 0) -> None:
         self.events.append(Event(kind="alloc", tensor=name, elements=elements,
-                                 phase="forward", op="contract", inputs=tuple(inputs),
-                                 equation=equation, flops=flops, workspace=workspace))
+                                 phase="forward", op="contract", inputs=inputs,
+                                 equation=equation, flops=flops))
         self.live[name] = elements
         self.flops += flops
 
@@ -378,40 +400,41 @@ class _Forward:
                                      phase="forward"))
 
 
-def _term(t: _Tensor, order: Sequence[str]) -> str:
-    return "".join(order[d] for d in range(len(order)) if t.sizes[d] != 1)
+@dataclass(frozen=True, slots=True)
+class _Side:
+    """One input of a pairwise step, for its backward."""
+
+    tensor: _Tensor  # after its private sum: what the gradient is computed for
+    fed: _Tensor  # what the product read (a copy, when the reshape copied)
+    leaf: int  # the operand it comes from, -1 for an intermediate
+    gradient_memory: tuple[int, ...]  # layout of its gradient, outermost first
 
 
-def _numel(sizes: Sequence[int]) -> int:
-    return math.prod(sizes)
-
-
-def _flops(joint: int, summed: bool, terms: int) -> int:
-    return joint * (max(1, terms - 1) + (1 if summed else 0))
-
-
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Backward:
     """What the backward of one pairwise step needs."""
 
     kind: StepKind
-    output: str  # the forward result's name
-    sizes: tuple[int, ...]  # the result's sizes in torch's order
-    output_term: str
+    result: _Tensor
     groups: tuple[tuple[int, ...], ...]  # bmm: (batch, rows, columns) dims of the result
-    sides: tuple[tuple[_Tensor, str, _Tensor, str, int, tuple[int, ...]], ...]
-    # each input: (tensor before reduction, fed name, fed tensor, fed term, leaf or -1,
-    #              memory order of its gradient)
+    sides: tuple[_Side, _Side]
     kept: tuple[str, ...]
-    joint: int
-    summed: tuple[bool, bool]  # whether each side's gradient sums a label
-    full: int  # elements of the broadcast product (mul)
+    joint: int  # elements of the step's joint index space
+
+
+def _term(sizes: Mapping[int, int], order: Sequence[str]) -> str:
+    return "".join(order[d] for d in sorted(sizes))
+
+
+def _flops(joint: int, summed: bool, terms: int) -> int:
+    """opt_einsum's convention: the joint space, once more when something is summed."""
+    return joint * (max(1, terms - 1) + (1 if summed else 0))
 
 
 def torch_autograd_schedule(
     eq: Equation, grad: Iterable[int], *, strategy: str | None = "auto"
 ) -> TorchSchedule:
-    """Model torch.einsum on ``eq`` under autograd, then its backward.
+    """Model torch.einsum on ``eq`` under autograd, then autograd's backward.
 
     Args:
         eq: The parsed equation; its text as typed and its shapes decide what torch does.
@@ -424,197 +447,166 @@ def torch_autograd_schedule(
     Example:
         >>> from einsum_analyze.equation import parse_equation
         >>> eq = parse_equation("a,df,jef->fej", [(3,), (6, 5), (2, 4, 5)])
-        >>> torch_autograd_schedule(eq, [0, 1, 2]).retained_elements  # float32: 88 B
-        22
+        >>> torch_autograd_schedule(eq, [0, 1, 2]).retained_elements  # 88 B in float64
+        11
     """
     wanted = frozenset(grad)
-    setup = _setup(eq, wanted)
-    order = setup.order
+    order, operands, diagonal = _setup(eq, wanted)
     ndim = len(order)
-    out_dims = setup.num_output
-    sizes_of = {label: size for label, size in eq.size_dict.items()}
-    fwd = _Forward(setup=setup, size_of=sizes_of)
-    counts = [sum(1 for t in setup.operands if t.sizes[d] != 1) for d in range(ndim)]
+    out_dims = len(eq.output)
+    fwd = _Forward()
+    counts: dict[int, int] = {}
+    for t in operands:
+        for d in t.sizes:
+            counts[d] = counts.get(d, 0) + 1
     path = torch_einsum_path(eq, strategy)
-    ops: list[_Tensor] = list(setup.operands)
-    producers: dict[str, int] = {}
+    ops = list(operands)
     steps: list[TorchStep] = []
     backs: list[_Backward] = []
-    n = eq.num_operands
-    num = n
     for number, (i, j) in enumerate(path):
         a, b = ops[i], ops[j]
-        del ops[j]
-        del ops[i]
-        is_last = number == len(path) - 1
+        del ops[j], ops[i]
         sum_dims: list[int] = []
-        a_sum: list[int] = []
-        b_sum: list[int] = []
-        for d in range(out_dims, ndim):
-            sa, sb = a.sizes[d] != 1, b.sizes[d] != 1
-            if sa and sb:
+        private: tuple[list[int], list[int]] = ([], [])
+        for d in sorted(a.sizes.keys() | b.sizes.keys()):
+            if d < out_dims:
+                continue
+            if d in a.sizes and d in b.sizes:
                 counts[d] -= 1
                 if counts[d] == 1:
                     sum_dims.append(d)
                     counts[d] = 0
             elif counts[d] == 1:
-                if sa:
-                    a_sum.append(d)
-                    counts[d] = 0
-                elif sb:
-                    b_sum.append(d)
-                    counts[d] = 0
+                private[0 if d in a.sizes else 1].append(d)
+                counts[d] = 0
         fed: list[_Tensor] = []
-        reduced: list[str] = []
-        for side, (t, dims) in enumerate(((a, a_sum), (b, b_sum))):
-            if dims:
-                new_sizes = [1 if d in dims else s for d, s in enumerate(t.sizes)]
-                name = f"xs{number}{'ab'[side]}"
-                reduced_t = _Tensor(sizes=new_sizes, strides=_contiguous(new_sizes),
-                                    storage=name, needs_grad=t.needs_grad, term="",
-                                    leaf=t.leaf)
-                reduced_t.term = _term(reduced_t, order)
-                fwd.alloc(name, _numel(new_sizes), (t.storage,),
-                          f"{t.term}->{reduced_t.term}", _flops(_numel(t.sizes), True, 1))
-                fed.append(reduced_t)
-                reduced.append("".join(order[d] for d in dims))
-            else:
+        for side, t in enumerate((a, b)):
+            if not private[side]:
                 fed.append(t)
-                reduced.append("")
+                continue
+            sizes = {d: s for d, s in t.sizes.items() if d not in private[side]}
+            name = f"xs{number}{'ab'[side]}"
+            reduced = _Tensor(sizes=sizes, strides=_packed(sizes, sorted(sizes)),
+                              dense=_packed_dense(sizes, range(ndim), ndim), storage=name,
+                              needs_grad=t.needs_grad, term=_term(sizes, order), leaf=t.leaf)
+            fwd.alloc(name, math.prod(sizes.values()), (t.storage,), f"{t.term}->{reduced.term}",
+                      _flops(math.prod(t.sizes.values()), True, 1))
+            fed.append(reduced)
         fa, fb = fed
-        out_sizes = [1 if d in sum_dims else max(fa.sizes[d], fb.sizes[d]) for d in range(ndim)]
-        joint = _numel([max(fa.sizes[d], fb.sizes[d]) for d in range(ndim)])
-        result_name = f"x{num}"
-        num += 1
+        joint_sizes = {**fa.sizes, **fb.sizes}
+        out_sizes = {d: s for d, s in joint_sizes.items() if d not in sum_dims}
+        joint = math.prod(joint_sizes.values())
+        name = f"x{eq.num_operands + number}"
+        term = eq.output if number == len(path) - 1 else _term(out_sizes, order)
         needs = fa.needs_grad or fb.needs_grad
         copied = [False, False]
+        inputs = [fa, fb]
         if not sum_dims:
             kind: StepKind = "mul"
-            strides = _mul_strides(fa, fb, out_sizes)
-            result = _Tensor(sizes=out_sizes, strides=strides, storage=result_name,
-                             needs_grad=needs, term="")
-            result.term = eq.output if is_last else _term(result, order)
-            names = [fa, fb]
+            strides, dense = _mul_layout(fa, fb, out_sizes, ndim)
             groups: tuple[tuple[int, ...], ...] = ()
-            flops = _flops(joint, False, 2)
+            memories = (_memory_order(fa), _memory_order(fb))
         else:
             kind = "bmm"
-            lro = [d for d in range(ndim) if d not in sum_dims
-                   and fa.sizes[d] != 1 and fb.sizes[d] != 1]
-            lo = [d for d in range(ndim) if d not in sum_dims
-                  and fa.sizes[d] != 1 and fb.sizes[d] == 1]
-            ro = [d for d in range(ndim) if d not in sum_dims and d not in lro and d not in lo]
-            left_groups = (lro, lo, sum_dims + ro)
-            right_groups = (lro, sum_dims, ro + lo)
-            names = []
-            for side, (t, groups_) in enumerate(((fa, left_groups), (fb, right_groups))):
-                if _viewable(t.sizes, t.strides, groups_):
-                    names.append(t)
+            lro = tuple(d for d in sorted(out_sizes) if d in fa.sizes and d in fb.sizes)
+            lo = tuple(d for d in sorted(out_sizes) if d in fa.sizes and d not in fb.sizes)
+            ro = tuple(d for d in sorted(out_sizes) if d not in fa.sizes)
+            summed = tuple(sum_dims)
+            layouts = ((lro, lo, summed + ro), (lro, summed, ro + lo))
+            for side, t in enumerate(fed):
+                if _viewable(t, layouts[side]):
                     continue
                 copied[side] = True
-                name = f"xc{number}{'ab'[side]}"
-                memory = [d for g in groups_ for d in g]
-                copy = _Tensor(sizes=list(t.sizes), strides=_packed(t.sizes, memory),
-                               storage=name, needs_grad=t.needs_grad, term=_term(t, order))
-                fwd.alloc(name, _numel(t.sizes), (t.storage,), f"{t.term}->{copy.term}")
-                names.append(copy)
-            memory = lro + lo + sum_dims + ro
-            result = _Tensor(sizes=out_sizes, strides=_packed(out_sizes, memory),
-                             storage=result_name, needs_grad=needs, term="")
-            result.term = eq.output if is_last else _term(result, order)
-            groups = (tuple(lro), tuple(lo), tuple(ro))
-            flops = _flops(joint, True, 2)
-        left, right = names
-        kept: list[str] = []
-        if right.needs_grad and not left.storage.startswith("in"):
-            kept.append(left.storage)
-        if left.needs_grad and not right.storage.startswith("in"):
-            kept.append(right.storage)
-        for name in kept:
-            fwd.kept[name] = fwd.live[name]
-        fwd.alloc(result_name, _numel(out_sizes), (left.storage, right.storage),
-                  f"{left.term},{right.term}->{result.term}", flops)
+                first = layouts[side][0] + layouts[side][1] + (summed if side == 0 else ())
+                last = () if side == 0 else lo
+                copy_name = f"xc{number}{'ab'[side]}"
+                memory = [d for g in layouts[side] for d in g]
+                inputs[side] = _Tensor(
+                    sizes=t.sizes, strides=_packed(t.sizes, memory),
+                    dense=_packed_dense(t.sizes, first, ndim, last), storage=copy_name,
+                    needs_grad=t.needs_grad, term=_term(t.sizes, order), leaf=t.leaf)
+                fwd.alloc(copy_name, math.prod(t.sizes.values()), (t.storage,),
+                          f"{t.term}->{inputs[side].term}")
+            memory = lro + lo + summed + ro
+            strides = _packed(out_sizes, memory)
+            dense = _packed_dense(out_sizes, lro + lo + summed, ndim)
+            groups = (lro, lo, ro)
+            memories = (lro + lo + summed, lro + summed + ro)
+        result = _Tensor(sizes=out_sizes, strides=strides, dense=dense, storage=name,
+                         needs_grad=needs, term=term)
+        left, right = inputs
+        kept = tuple(t.storage for t, other in ((left, right), (right, left))
+                     if other.needs_grad and not t.storage.startswith("in"))
+        for storage in kept:
+            fwd.kept[storage] = fwd.live[storage]
+        flops = _flops(joint, bool(sum_dims), 2)
+        fwd.alloc(name, math.prod(out_sizes.values()), (left.storage, right.storage),
+                  f"{left.term},{right.term}->{term}", flops)
         ops.append(result)
         fwd.release({t.storage for t in ops})
-        steps.append(TorchStep(kind=kind, inputs=(left.storage, right.storage),
-                               output=result_name, reduced=tuple(reduced),
-                               copied=tuple(copied), kept=tuple(kept),
-                               flops=flops + sum(_flops(_numel(t.sizes), True, 1)
-                                                 for t, r in zip((a, b), reduced, strict=True)
-                                                 if r)))
-        sides = []
-        for t, f, fed_t in ((a, fa, left), (b, fb, right)):
-            if kind == "bmm":
-                grad_memory = tuple(lro) + ((tuple(lo) + tuple(sum_dims)) if f is fa
-                                            else (tuple(sum_dims) + tuple(ro)))
-            else:
-                grad_memory = _memory_order(result)
-            sides.append((f, fed_t.storage, fed_t, fed_t.term, t.leaf, grad_memory))
+        reductions = sum(_flops(math.prod(t.sizes.values()), True, 1)
+                         for t, dims in zip((a, b), private, strict=True) if dims)
+        steps.append(TorchStep(
+            kind=kind, inputs=(left.storage, right.storage), output=name,
+            reduced=tuple("".join(order[d] for d in dims) for dims in private),
+            copied=(copied[0], copied[1]), kept=kept, flops=flops + reductions))
         backs.append(_Backward(
-            kind=kind, output=result_name, sizes=tuple(out_sizes), output_term=result.term, groups=groups,
-            sides=tuple(sides), kept=tuple(kept), joint=joint,
-            summed=(joint != _numel(fa.sizes), joint != _numel(fb.sizes)),
-            full=_numel([max(fa.sizes[d], fb.sizes[d]) for d in range(ndim)]),
+            kind=kind, result=result, groups=groups, kept=kept, joint=joint,
+            sides=(_Side(fa, left, a.leaf, memories[0]), _Side(fb, right, b.leaf, memories[1])),
         ))
-        producers[result_name] = len(backs) - 1
-    output_elements = 0
-    final_name = ""
-    if n == 1:
-        (t,) = ops
-        if ndim > out_dims and any(t.sizes[d] != 1 for d in range(out_dims, ndim)):
-            elements = _numel(t.sizes[:out_dims])
-            flops = _flops(_numel(t.sizes), True, 1)
-            fwd.alloc("x1", elements, ("in0",), f"{t.term}->{eq.output}", flops)
-            steps.append(TorchStep(kind="sum", inputs=("in0",), output="x1", reduced=(
-                "".join(order[d] for d in range(out_dims, ndim) if t.sizes[d] != 1),),
-                copied=(False,), kept=(), flops=flops))
-            output_elements = elements
-        else:
-            fwd.alloc("x1", 0, ("in0",), f"{t.term}->{eq.output}")
-        final_name = "x1"
+    (last,) = ops
+    output_elements = math.prod(last.sizes.values()) if last.storage in fwd.live else 0
+    if not path:  # one operand: a view of it, or one sum
+        summed_dims = [d for d in last.sizes if d >= out_dims]
+        if summed_dims:
+            output_elements = math.prod(s for d, s in last.sizes.items() if d < out_dims)
+            flops = _flops(math.prod(last.sizes.values()), True, 1)
+            fwd.alloc("x1", output_elements, ("in0",), f"{last.term}->{eq.output}", flops)
+            steps.append(TorchStep(kind="sum", inputs=("in0",), output="x1",
+                                   reduced=("".join(order[d] for d in sorted(summed_dims)),),
+                                   copied=(False,), kept=(), flops=flops))
+        else:  # torch returns a view of the operand: nothing is allocated
+            fwd.alloc("x1", 0, ("in0",), f"{last.term}->{eq.output}")
+        final = "x1"
     else:
-        final_name = ops[0].storage
-        output_elements = fwd.live[final_name]
-    retained = sum(fwd.kept.values())
+        final = last.storage
     events = fwd.events
-    bwd_flops, operand_flops, shared = _backward(
-        eq, setup, backs, producers, final_name, output_elements, fwd.kept, wanted, events)
+    backward_flops, operand_flops, shared = _backward(eq, order, diagonal, backs, final,
+                                                      fwd.kept, wanted, events)
     return TorchSchedule(
         path=path, steps=tuple(steps), events=tuple(events), forward_flops=fwd.flops,
-        backward_flops=bwd_flops, operand_flops=operand_flops, shared_flops=shared,
-        output_elements=output_elements, retained_elements=retained,
+        backward_flops=backward_flops, operand_flops=operand_flops, shared_flops=shared,
+        output_elements=output_elements, retained_elements=sum(fwd.kept.values()),
     )
-
 
 
 def _backward(
     eq: Equation,
-    setup: _Setup,
+    order: Sequence[str],
+    diagonal: Sequence[bool],
     backs: Sequence[_Backward],
-    producers: Mapping[str, int],
-    final_name: str,
-    output_elements: int,
+    final: str,
     kept: Mapping[str, int],
     wanted: frozenset[int],
     events: list[Event],
 ) -> tuple[int, dict[int, int], int]:
-    """Append autograd's backward: gradient products, layout copies, diagonal embeddings.
+    """Append autograd's backward: products, layout copies, diagonal embeddings.
 
-    The engine runs nodes newest first, so pairwise steps go in reverse; the views and
-    diagonals made while aligning the operands are the oldest nodes and run last.
+    The engine runs the newest node first, so pairwise steps go in reverse. The views
+    and diagonals that aligned the operands are the oldest nodes: they run last.
+
+    Returns:
+        Backward FLOPs, those of each operand's gradient products, and the shared rest.
     """
     operand_flops = {k: 0 for k in sorted(wanted)}
     if not wanted:
         return 0, operand_flops, 0
-    order = setup.order
     out_elements = math.prod(eq.size_dict[c] for c in eq.output)
-    seed = f"g{final_name}"
-    total = 0
-    shared = 0
+    seed = f"g{final}"
+    total = shared = 0
 
-    def alloc(name: str, elements: int, op: Literal["contract", "unreduce", "view", "seed"],
-              inputs: tuple[str, ...], equation: str, flops: int = 0,
-              consumes: tuple[tuple[str, int], ...] = (),
+    def alloc(name: str, elements: int, op: Operation, inputs: tuple[str, ...],
+              equation: str, flops: int = 0, consumes: tuple[tuple[str, int], ...] = (),
               workspace: tuple[int, ...] = ()) -> None:
         events.append(Event(kind="alloc", tensor=name, elements=elements, phase="backward",
                             op=op, inputs=inputs, equation=equation, flops=flops,
@@ -623,63 +615,62 @@ def _backward(
     def free(name: str, elements: int) -> None:
         events.append(Event(kind="free", tensor=name, elements=elements, phase="backward"))
 
-    alloc(seed, out_elements, "seed", (), f"->{eq.output}")
     embeds: list[tuple[int, str, str, int]] = []
 
     def to_leaf(leaf: int, name: str, term: str, elements: int) -> None:
-        if setup.diagonal[leaf]:
+        if diagonal[leaf]:  # DiagonalBackward: zeros, then the diagonal filled, at the end
             embeds.append((leaf, name, term, elements))
-        else:
+        else:  # sums, permutes and unsqueezes give the gradient back as a view
             alloc(f"d{leaf}", elements, "view", (name,), f"{term}->{eq.terms[leaf]}",
                   consumes=((name, elements),))
 
-    if not backs:  # one operand: a view or one sum; the gradient is a view of the seed
+    alloc(seed, out_elements, "seed", (), f"->{eq.output}")
+    if not backs:
         to_leaf(0, seed, eq.output, out_elements)
-    grads: dict[int, tuple[str, str, int, tuple[int, ...]]] = {}
+    pending: dict[str, tuple[str, str, int, tuple[int, ...]]] = {}
     if backs:
-        out_memory = tuple(d for d in range(setup.num_output) if backs[-1].sizes[d] != 1)
-        grads[len(backs) - 1] = (seed, eq.output, out_elements, out_memory)
-    for s in range(len(backs) - 1, -1, -1):
-        if s not in grads:
+        memory = tuple(d for d in range(len(eq.output)) if d in backs[-1].result.sizes)
+        pending[backs[-1].result.storage] = (seed, eq.output, out_elements, memory)
+    for number in range(len(backs) - 1, -1, -1):
+        back = backs[number]
+        if back.result.storage not in pending:
             continue
-        g_name, g_term, g_elements, g_memory = grads.pop(s)
-        back = backs[s]
-        if back.kind == "bmm" and not _viewable(back.sizes, _packed(back.sizes, g_memory),
-                                                back.groups):
-            # ViewBackward: the upstream gradient reshaped to the product's layout.
-            copy = f"gc{s}"
-            alloc(copy, g_elements, "contract", (g_name,), f"{g_term}->{g_term}")
+        g_name, g_term, g_elements, g_memory = pending.pop(back.result.storage)
+        sizes = back.result.sizes
+        if back.kind == "bmm" and not _nested(sizes, _packed(sizes, g_memory), back.groups):
+            # ViewBackward: the incoming gradient reshaped to the product's layout copies.
+            alloc(f"gc{number}", g_elements, "contract", (g_name,), f"{g_term}->{g_term}")
             free(g_name, g_elements)
-            g_name = copy
-        consumed: list[tuple[int, str, str, int]] = []
-        for side, (f, _, _, _, leaf, memory) in enumerate(back.sides):
-            if not f.needs_grad:
+            g_name = f"gc{number}"
+        made: list[tuple[int, str, str, int]] = []
+        for position, side in enumerate(back.sides):
+            if not side.tensor.needs_grad:
                 continue
-            _, other_name, _, other_term, _, _ = back.sides[1 - side]
-            compact = "".join(order[d] for d in range(len(order)) if f.sizes[d] != 1)
-            elements = _numel(f.sizes)
-            flops = _flops(back.joint, back.summed[side], 2)
-            name = f"g{s}{'ab'[side]}"
-            workspace = (back.full,) if back.kind == "mul" and back.full != elements else ()
-            alloc(name, elements, "contract", (g_name, other_name),
-                  f"{g_term},{other_term}->{compact}", flops, workspace=workspace)
+            other = back.sides[1 - position].fed
+            term = _term(side.tensor.sizes, order)
+            elements = math.prod(side.tensor.sizes.values())
+            flops = _flops(back.joint, back.joint != elements, 2)
+            name = f"g{number}{'ab'[position]}"
+            # mul: the product has the joint shape; autograd sums it to the input's.
+            workspace = (back.joint,) if back.kind == "mul" and back.joint != elements else ()
+            alloc(name, elements, "contract", (g_name, other.storage),
+                  f"{g_term},{other.term}->{term}", flops, workspace=workspace)
             total += flops
-            if leaf >= 0:
-                operand_flops[leaf] += flops
+            if side.leaf >= 0:
+                operand_flops[side.leaf] += flops
             else:
                 shared += flops
-            consumed.append((leaf, name, compact, elements))
-            if leaf < 0:
-                grads[producers[f.storage]] = (name, compact, elements, memory)
+                pending[side.tensor.storage] = (name, term, elements, side.gradient_memory)
+            made.append((side.leaf, name, term, elements))
         free(g_name, g_elements)
         for storage in back.kept:
             free(storage, kept[storage])
-        for leaf, name, compact, elements in consumed:
+        for leaf, name, term, elements in made:
             if leaf >= 0:
-                to_leaf(leaf, name, compact, elements)
+                to_leaf(leaf, name, term, elements)
     for leaf, name, term, elements in sorted(embeds, reverse=True):
-        size = math.prod(eq.shapes[leaf])
-        alloc(f"d{leaf}", size, "unreduce", (name,), f"{term}->{eq.terms[leaf]}")
+        alloc(f"d{leaf}", math.prod(eq.shapes[leaf]), "unreduce", (name,),
+              f"{term}->{eq.terms[leaf]}")
         free(name, elements)
     return total, operand_flops, shared
 
