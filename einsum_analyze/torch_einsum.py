@@ -387,9 +387,9 @@ class _Forward:
     flops: int = 0
 
     def alloc(self, name: str, elements: int, inputs: tuple[str, ...], equation: str,
-              flops: int = 0) -> None:
+              flops: int = 0, op: Operation = "contract") -> None:
         self.events.append(Event(kind="alloc", tensor=name, elements=elements,
-                                 phase="forward", op="contract", inputs=inputs,
+                                 phase="forward", op=op, inputs=inputs,
                                  equation=equation, flops=flops))
         self.live[name] = elements
         self.flops += flops
@@ -566,7 +566,8 @@ def torch_autograd_schedule(
                                    reduced=("".join(order[d] for d in sorted(summed_dims)),),
                                    copied=(False,), kept=(), flops=flops))
         else:  # torch returns a view of the operand: nothing is allocated
-            fwd.alloc("x1", 0, ("in0",), f"{last.term}->{eq.output}")
+            fwd.alloc("x1", 0, ("in0",), f"{last.term}->{eq.output}",
+                      op="contract" if diagonal[0] else "view")
         final = "x1"
     else:
         final = last.storage
