@@ -36,6 +36,14 @@ from typing import TYPE_CHECKING, Literal
 
 from .equation import Equation, _fresh_labels, split_equation
 from .memory import Event, Operation, simulate_memory
+from .torch_layout import (
+    contiguous_strides,
+    memory_order,
+    mul_layout,
+    nested,
+    packed,
+    packed_dense,
+)
 
 if TYPE_CHECKING:
     from .planning import Plan
@@ -132,15 +140,6 @@ class _Tensor:
     leaf: int = -1
 
 
-def _contiguous(sizes: Sequence[int]) -> list[int]:
-    strides = [0] * len(sizes)
-    running = 1
-    for d in range(len(sizes) - 1, -1, -1):
-        strides[d] = running
-        running *= sizes[d]
-    return strides
-
-
 def _torch_rank(text: str) -> dict[str, int]:
     """Rank of each label in torch's order of summed labels (A-Z, then a-z).
 
@@ -164,7 +163,7 @@ def _expand_term(term: str, ndim: int, ellipsis: Sequence[str]) -> list[str]:
 
 def _setup(eq: Equation, grad: frozenset[int]) -> tuple[tuple[str, ...], list[_Tensor],
                                                           list[bool]]:
-    """torch's dimension order, each operand aligned to it, and which take a diagonal."""
+    """The dimension order torch uses, each operand aligned to it, and which take a diagonal."""
     raw_terms, _ = split_equation(eq.text)
     ellipsis = _ellipsis_labels(eq, raw_terms)
     rank = _torch_rank(eq.text)
@@ -181,7 +180,7 @@ def _setup(eq: Equation, grad: frozenset[int]) -> tuple[tuple[str, ...], list[_T
         labels = _expand_term(term, len(shape), ellipsis)
         dims: dict[int, int] = {}  # position -> stride (diagonals add up)
         sizes: dict[int, int] = {}
-        for label, size, stride in zip(labels, shape, _contiguous(shape), strict=True):
+        for label, size, stride in zip(labels, shape, contiguous_strides(shape), strict=True):
             d = position[label]
             dims[d] = dims.get(d, 0) + stride
             if size != 1:
@@ -260,118 +259,6 @@ def _ellipsis_labels(eq: Equation, raw_terms: Sequence[str]) -> list[str]:
     used.discard(".")
     fresh = _fresh_labels(used)
     return [next(fresh) for _ in range(width)]
-
-
-# --- layouts ----------------------------------------------------------------------------
-
-
-def _viewable(t: _Tensor, groups: Iterable[Sequence[int]]) -> bool:
-    """Whether ``reshape`` of ``t`` to one dim per group is a view (ATen's ``computeStride``)."""
-    return _nested(t.sizes, t.strides, groups)
-
-
-def _nested(sizes: Mapping[int, int], strides: Mapping[int, int],
-            groups: Iterable[Sequence[int]]) -> bool:
-    """Whether each group of dims flattens without a copy.
-
-    It does when the group's dims of size above 1 nest: each one's stride is the next
-    one's size times its stride. Size-1 dims never matter.
-    """
-    for group in groups:
-        dims = [d for d in group if d in sizes]
-        for outer, inner in zip(dims, dims[1:], strict=False):
-            if strides[outer] != sizes[inner] * strides[inner]:
-                return False
-    return True
-
-
-def _packed(sizes: Mapping[int, int], memory: Sequence[int]) -> dict[int, int]:
-    """Strides of the dims above 1 of a dense tensor laid out as ``memory`` (outermost first)."""
-    strides: dict[int, int] = {}
-    running = 1
-    for d in reversed(memory):
-        if d in sizes:
-            strides[d] = running
-            running *= sizes[d]
-    return strides
-
-
-def _packed_dense(sizes: Mapping[int, int], first: Sequence[int], ndim: int,
-                  last: Sequence[int] = ()) -> Callable[[], list[int]]:
-    """All strides of a dense tensor laid out as ``first``, the other dims, then ``last``."""
-
-    def dense() -> list[int]:
-        placed = set(first) | set(last)
-        memory = [*first, *(d for d in range(ndim) if d not in placed), *last]
-        strides = [0] * ndim
-        running = 1
-        for d in reversed(memory):
-            strides[d] = running
-            running *= sizes.get(d, 1)
-        return strides
-
-    return dense
-
-
-def _mul_layout(a: _Tensor, b: _Tensor, sizes: Mapping[int, int],
-                ndim: int) -> tuple[dict[int, int], Callable[[], list[int]]]:
-    """Strides of ``a * b`` as TensorIterator lays its output out."""
-    full = [sizes.get(d, 1) for d in range(ndim)]
-    dense_a, dense_b = a.dense(), b.dense()
-    if a.sizes == b.sizes:
-        contiguous = _contiguous(full)
-        if all(a.strides[d] == contiguous[d] and b.strides[d] == contiguous[d]
-               for d in a.sizes):
-            return {d: contiguous[d] for d in sizes}, lambda: contiguous
-        if dense_a == dense_b and _non_overlapping_dense(a):
-            return dict(a.strides), lambda: dense_a
-    operand_strides = [
-        [0 if (d not in t.sizes and d in sizes) else dense[d] for d in range(ndim)]
-        for t, dense in ((a, dense_a), (b, dense_b))
-    ]
-
-    def should_swap(dim0: int, dim1: int) -> int:
-        for strides in operand_strides:
-            s0, s1 = strides[dim0], strides[dim1]
-            if s0 == 0 or s1 == 0:
-                continue
-            if s0 != s1:
-                return -1 if s0 < s1 else 1
-            if full[dim0] > full[dim1]:
-                return 1
-        return 0
-
-    perm = list(range(ndim - 1, -1, -1))  # fastest first, then insertion-sorted
-    for i in range(1, ndim):
-        dim1 = i
-        for dim0 in range(i - 1, -1, -1):
-            comparison = should_swap(perm[dim0], perm[dim1])
-            if comparison > 0:
-                perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
-                dim1 = dim0
-            elif comparison < 0:
-                break
-    memory = perm[::-1]
-    dense = [0] * ndim
-    running = 1
-    for d in perm:
-        dense[d] = running
-        running *= full[d]
-    return _packed(sizes, memory), lambda: dense
-
-
-def _non_overlapping_dense(t: _Tensor) -> bool:
-    expected = 1
-    for d in sorted(t.sizes, key=t.strides.__getitem__):
-        if t.strides[d] != expected:
-            return False
-        expected *= t.sizes[d]
-    return True
-
-
-def _memory_order(t: _Tensor) -> tuple[int, ...]:
-    """Dims above 1, outermost first."""
-    return tuple(sorted(t.sizes, key=lambda d: -t.strides[d]))
 
 
 # --- the schedule -----------------------------------------------------------------------
@@ -486,8 +373,8 @@ def torch_autograd_schedule(
                 continue
             sizes = {d: s for d, s in t.sizes.items() if d not in private[side]}
             name = f"xs{number}{'ab'[side]}"
-            reduced = _Tensor(sizes=sizes, strides=_packed(sizes, sorted(sizes)),
-                              dense=_packed_dense(sizes, range(ndim), ndim), storage=name,
+            reduced = _Tensor(sizes=sizes, strides=packed(sizes, sorted(sizes)),
+                              dense=packed_dense(sizes, range(ndim), ndim), storage=name,
                               needs_grad=t.needs_grad, term=_term(sizes, order), leaf=t.leaf)
             fwd.alloc(name, math.prod(sizes.values()), (t.storage,), f"{t.term}->{reduced.term}",
                       _flops(math.prod(t.sizes.values()), True, 1))
@@ -503,9 +390,9 @@ def torch_autograd_schedule(
         inputs = [fa, fb]
         if not sum_dims:
             kind: StepKind = "mul"
-            strides, dense = _mul_layout(fa, fb, out_sizes, ndim)
+            strides, dense = mul_layout(fa, fb, out_sizes, ndim)
             groups: tuple[tuple[int, ...], ...] = ()
-            memories = (_memory_order(fa), _memory_order(fb))
+            memories = (memory_order(fa), memory_order(fb))
         else:
             kind = "bmm"
             lro = tuple(d for d in sorted(out_sizes) if d in fa.sizes and d in fb.sizes)
@@ -514,22 +401,21 @@ def torch_autograd_schedule(
             summed = tuple(sum_dims)
             layouts = ((lro, lo, summed + ro), (lro, summed, ro + lo))
             for side, t in enumerate(fed):
-                if _viewable(t, layouts[side]):
+                if nested(t.sizes, t.strides, layouts[side]):
                     continue
                 copied[side] = True
                 first = layouts[side][0] + layouts[side][1] + (summed if side == 0 else ())
-                last = () if side == 0 else lo
+                tail = () if side == 0 else lo
                 copy_name = f"xc{number}{'ab'[side]}"
-                memory = [d for g in layouts[side] for d in g]
+                copy_memory = [d for g in layouts[side] for d in g]
                 inputs[side] = _Tensor(
-                    sizes=t.sizes, strides=_packed(t.sizes, memory),
-                    dense=_packed_dense(t.sizes, first, ndim, last), storage=copy_name,
+                    sizes=t.sizes, strides=packed(t.sizes, copy_memory),
+                    dense=packed_dense(t.sizes, first, ndim, tail), storage=copy_name,
                     needs_grad=t.needs_grad, term=_term(t.sizes, order), leaf=t.leaf)
                 fwd.alloc(copy_name, math.prod(t.sizes.values()), (t.storage,),
                           f"{t.term}->{inputs[side].term}")
-            memory = lro + lo + summed + ro
-            strides = _packed(out_sizes, memory)
-            dense = _packed_dense(out_sizes, lro + lo + summed, ndim)
+            strides = packed(out_sizes, lro + lo + summed + ro)
+            dense = packed_dense(out_sizes, lro + lo + summed, ndim)
             groups = (lro, lo, ro)
             memories = (lro + lo + summed, lro + summed + ro)
         result = _Tensor(sizes=out_sizes, strides=strides, dense=dense, storage=name,
@@ -638,7 +524,7 @@ def _backward(
             continue
         g_name, g_term, g_elements, g_memory = pending.pop(back.result.storage)
         sizes = back.result.sizes
-        if back.kind == "bmm" and not _nested(sizes, _packed(sizes, g_memory), back.groups):
+        if back.kind == "bmm" and not nested(sizes, packed(sizes, g_memory), back.groups):
             # ViewBackward: the incoming gradient reshaped to the product's layout copies.
             alloc(f"gc{number}", g_elements, "contract", (g_name,), f"{g_term}->{g_term}")
             free(g_name, g_elements)
