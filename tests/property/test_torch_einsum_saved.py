@@ -1,0 +1,136 @@
+"""The torch-autograd model keeps exactly what torch autograd keeps (issue 8, item 5).
+
+What torch keeps is counted as the runner counts it: ``saved_tensors_hooks`` sees every
+tensor autograd saves; each distinct storage counts once, the caller's operands' storages
+not at all. The model must give that figure on every corpus equation (opt_einsum's test
+equations included), for every subset of operands needing a gradient tried here, in
+float32 and float64, whatever ``--optimize`` chose: torch plans its own path.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from corpus import CASES, Case
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from strategies import EinsumProblem, einsum_problems, grad_subsets
+
+from einsum_analyze.backends.torch_backend import run_schedule
+from einsum_analyze.equation import parse_equation
+from einsum_analyze.planning import OPTIMIZERS, plan_contraction
+from einsum_analyze.torch_einsum import build_torch_autograd, torch_autograd_schedule
+
+SMALL = 200_000  # input elements: cases run for every grad subset and dtype
+LARGE = 2_000_000  # input elements: larger cases run once
+
+
+def kept_bytes(text: str, shapes, grad, dtype) -> int:
+    """Bytes torch autograd keeps for torch.einsum, counted by storage, operands excluded."""
+    operands = [torch.randn(shape, dtype=dtype) for shape in shapes]
+    leaves = [t.detach().requires_grad_(k in grad) for k, t in enumerate(operands)]
+    inputs = {t.untyped_storage().data_ptr() for t in operands}
+    saved: dict[int, int] = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in inputs:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        output = torch.einsum(text, *leaves)
+    del output
+    return sum(saved.values())
+
+
+def grad_sets(n: int) -> dict[str, list[int]]:
+    return {"all": list(range(n)), "first": [0], "last": [n - 1],
+            "even": list(range(0, n, 2)), "none": []}
+
+
+SMALL_CASES = [c for c in CASES if c.input_elements <= SMALL]
+LARGE_CASES = [c for c in CASES if SMALL < c.input_elements <= LARGE]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("which", ["all", "first", "last", "even", "none"])
+@pytest.mark.parametrize("case", SMALL_CASES, ids=str)
+def test_kept_bytes_equal_saved_tensors_hooks(case: Case, which: str, dtype) -> None:
+    eq = parse_equation(case.equation, case.shapes)
+    grad = grad_sets(eq.num_operands)[which]
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    model = torch_autograd_schedule(eq, grad)
+    assert model.retained_elements * itemsize == kept_bytes(case.equation, case.shapes, grad,
+                                                            dtype)
+
+
+@pytest.mark.parametrize("case", LARGE_CASES, ids=str)
+def test_kept_bytes_of_larger_cases(case: Case) -> None:
+    eq = parse_equation(case.equation, case.shapes)
+    grad = list(range(eq.num_operands))
+    model = torch_autograd_schedule(eq, grad)
+    assert model.retained_elements * 4 == kept_bytes(case.equation, case.shapes, grad,
+                                                     torch.float32)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if len(c.shapes) <= 8], ids=str)
+def test_the_model_ignores_the_report_optimizer(case: Case) -> None:
+    # torch.einsum plans its own path: every --optimize value gives the same model.
+    eq = parse_equation(case.equation, case.shapes)
+    grad = list(range(eq.num_operands))
+    figures = set()
+    for name in OPTIMIZERS:
+        result = build_torch_autograd(plan_contraction(eq, name), grad, 8)
+        figures.add((result.memory.retained_bytes, result.memory.peak_bytes,
+                     result.forward_flops, result.backward_flops))
+    assert len(figures) == 1
+
+
+@settings(deadline=None)
+@given(problem=einsum_problems(max_operands=6), data=st.data())
+def test_random_equations_keep_what_torch_keeps(problem: EinsumProblem, data) -> None:
+    eq = parse_equation(problem.equation, problem.shapes)
+    assume(sum(math.prod(shape) for shape in problem.shapes) <= 4096)
+    grad = data.draw(grad_subsets(eq.num_operands), label="grad")
+    model = torch_autograd_schedule(eq, grad)
+    assert model.retained_elements * 8 == kept_bytes(problem.equation, problem.shapes, grad,
+                                                     torch.float64)
+
+
+def _is_diagonal_view(case: Case) -> bool:
+    """One operand, a repeated label, nothing summed: torch returns a diagonal view."""
+    eq = parse_equation(case.equation, case.shapes)
+    return eq.num_operands == 1 and len(set(eq.terms[0])) < len(eq.terms[0]) and set(
+        c for c in eq.terms[0] if eq.size_dict[c] > 1) <= set(eq.output)
+
+
+EXECUTABLE = [c for c in CASES if c.input_elements <= SMALL]
+
+
+@pytest.mark.parametrize("which", ["all", "last", "none"])
+@pytest.mark.parametrize("case", EXECUTABLE, ids=str)
+def test_the_schedule_runs_and_its_gradients_are_torchs(case: Case, which: str) -> None:
+    # The schedule is executable by the project's executor: forward output and gradients
+    # equal torch.autograd's, and the executor holds what the replay says after every
+    # event (except a diagonal view of one operand: the executor can only copy it).
+    eq = parse_equation(case.equation, case.shapes)
+    grad = grad_sets(eq.num_operands)[which]
+    result = build_torch_autograd(plan_contraction(eq), grad, 8)
+    gen = torch.Generator().manual_seed(0)
+    operands = [torch.randn(shape, dtype=torch.float64, generator=gen) for shape in case.shapes]
+    leaves = [t.clone().requires_grad_(k in grad) for k, t in enumerate(operands)]
+    with torch.enable_grad():
+        output = torch.einsum(case.equation, *leaves)
+        upstream = torch.randn(output.shape, dtype=torch.float64, generator=gen)
+        want = torch.autograd.grad(output, [leaves[k] for k in grad], upstream) if grad else ()
+    shape = [eq.size_dict[c] for c in eq.output]
+    run = run_schedule(result.events, operands, upstream.reshape(shape).contiguous(),
+                       eq.size_dict)
+    torch.testing.assert_close(run.output.reshape(output.shape), output.detach())
+    for k, expected in zip(grad, want, strict=True):
+        torch.testing.assert_close(run.gradients[k], expected)
+    if not _is_diagonal_view(case):
+        assert run.live_bytes == result.memory.live_bytes
