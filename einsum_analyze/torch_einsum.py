@@ -527,21 +527,31 @@ def _backward(
         if back.kind == "bmm" and not nested(sizes, packed(sizes, g_memory), back.groups):
             # ViewBackward: the incoming gradient reshaped to the product's layout copies.
             alloc(f"gc{number}", g_elements, "contract", (g_name,), f"{g_term}->{g_term}")
-            free(g_name, g_elements)
+            if g_name != seed:
+                free(g_name, g_elements)
             g_name = f"gc{number}"
         made: list[tuple[int, str, str, int]] = []
+        summed: list[tuple[str, str, str, int, int]] = []
         for position, side in enumerate(back.sides):
             if not side.tensor.needs_grad:
                 continue
             other = back.sides[1 - position].fed
             term = _term(side.tensor.sizes, order)
             elements = math.prod(side.tensor.sizes.values())
-            flops = _flops(back.joint, back.joint != elements, 2)
             name = f"g{number}{'ab'[position]}"
-            # mul: the product has the joint shape; autograd sums it to the input's.
-            workspace = (back.joint,) if back.kind == "mul" and back.joint != elements else ()
-            alloc(name, elements, "contract", (g_name, other.storage),
-                  f"{g_term},{other.term}->{term}", flops, workspace=workspace)
+            if back.kind == "mul" and back.joint != elements:
+                # MulBackward0 makes both products at the joint shape; autograd then
+                # sums each to its input's shape.
+                product = f"gp{number}{'ab'[position]}"
+                joint_term = back.result.term
+                alloc(product, back.joint, "contract", (g_name, other.storage),
+                      f"{g_term},{other.term}->{joint_term}", back.joint)
+                summed.append((product, joint_term, name, elements, position))
+                flops = 2 * back.joint
+            else:
+                flops = _flops(back.joint, back.joint != elements, 2)
+                alloc(name, elements, "contract", (g_name, other.storage),
+                      f"{g_term},{other.term}->{term}", flops)
             total += flops
             if side.leaf >= 0:
                 operand_flops[side.leaf] += flops
@@ -549,17 +559,43 @@ def _backward(
                 shared += flops
                 pending[side.tensor.storage] = (name, term, elements, side.gradient_memory)
             made.append((side.leaf, name, term, elements))
-        free(g_name, g_elements)
+        for product, joint_term, name, elements, position in summed:
+            term = _term(back.sides[position].tensor.sizes, order)
+            alloc(name, elements, "contract", (product,), f"{joint_term}->{term}", back.joint)
+            free(product, back.joint)
+        if g_name != seed:  # the caller holds the upstream gradient throughout
+            free(g_name, g_elements)
         for storage in back.kept:
             free(storage, kept[storage])
         for leaf, name, term, elements in made:
             if leaf >= 0:
                 to_leaf(leaf, name, term, elements)
     for leaf, name, term, elements in sorted(embeds, reverse=True):
+        # One DiagonalBackward per repeated label, newest first: each makes zeros of the
+        # shape before its diagonal. All but the last are temporaries.
         alloc(f"d{leaf}", math.prod(eq.shapes[leaf]), "unreduce", (name,),
-              f"{term}->{eq.terms[leaf]}")
+              f"{term}->{eq.terms[leaf]}", workspace=_diagonal_steps(eq, leaf)[:0:-1])
         free(name, elements)
     return total, operand_flops, shared
+
+
+def _diagonal_steps(eq: Equation, operand: int) -> tuple[int, ...]:
+    """Elements of the operand before each diagonal torch takes of it, in order.
+
+    Before the diagonal at position ``p`` the tensor holds the first occurrence of each
+    label seen so far and every dim from ``p`` on.
+    """
+    term, shape = eq.terms[operand], eq.shapes[operand]
+    seen: set[str] = set()
+    kept = 1
+    before = []
+    for p, label in enumerate(term):
+        if label in seen:
+            before.append(kept * math.prod(shape[p:]))
+        else:
+            seen.add(label)
+            kept *= shape[p]
+    return tuple(before)
 
 
 def build_torch_autograd(plan: Plan, grad: Sequence[int], itemsize: int,
