@@ -388,6 +388,7 @@ def torch_autograd_schedule(
         needs = fa.needs_grad or fb.needs_grad
         copied = [False, False]
         inputs = [fa, fb]
+        swap = False
         if not sum_dims:
             kind: StepKind = "mul"
             strides, dense = mul_layout(fa, fb, out_sizes, ndim)
@@ -399,28 +400,45 @@ def torch_autograd_schedule(
             lo = tuple(d for d in sorted(out_sizes) if d in fa.sizes and d not in fb.sizes)
             ro = tuple(d for d in sorted(out_sizes) if d not in fa.sizes)
             summed = tuple(sum_dims)
-            layouts = ((lro, lo, summed + ro), (lro, summed, ro + lo))
+            # sumproduct_pair swaps the operands when every dim of the right one's
+            # (its own and those of size 1 in both) comes before every dim of the left's.
+            taken = set(lro) | set(lo) | set(summed)
+            ro_last = next((d for d in range(ndim - 1, -1, -1) if d not in taken), -1)
+            swap = bool(lo) and 0 <= ro_last < lo[0]
+            rows, cols = (ro, lo) if swap else (lo, ro)
+            # Each side's reshape groups, and its layout when copied: (first, last) dims
+            # around the others in torch's order.
+            plans = {
+                "left": ((lro, rows, summed + cols),
+                         (lro, summed + lo) if swap else (lro + lo + summed, ())),
+                "right": ((lro, summed, cols + rows),
+                          (lro + summed + lo, ()) if swap else (lro + summed, lo)),
+            }
             for side, t in enumerate(fed):
-                if nested(t.sizes, t.strides, layouts[side]):
+                role = "right" if (side == 0) == swap else "left"
+                groups_, (first, tail) = plans[role]
+                if nested(t.sizes, t.strides, groups_):
                     continue
                 copied[side] = True
-                first = layouts[side][0] + layouts[side][1] + (summed if side == 0 else ())
-                tail = () if side == 0 else lo
                 copy_name = f"xc{number}{'ab'[side]}"
-                copy_memory = [d for g in layouts[side] for d in g]
                 inputs[side] = _Tensor(
-                    sizes=t.sizes, strides=packed(t.sizes, copy_memory),
+                    sizes=t.sizes, strides=packed(t.sizes, [d for g in groups_ for d in g]),
                     dense=packed_dense(t.sizes, first, ndim, tail), storage=copy_name,
                     needs_grad=t.needs_grad, term=_term(t.sizes, order), leaf=t.leaf)
                 fwd.alloc(copy_name, math.prod(t.sizes.values()), (t.storage,),
                           f"{t.term}->{inputs[side].term}")
-            strides = packed(out_sizes, lro + lo + summed + ro)
-            dense = packed_dense(out_sizes, lro + lo + summed, ndim)
-            groups = (lro, lo, ro)
-            memories = (lro + lo + summed, lro + summed + ro)
+            strides = packed(out_sizes, lro + rows + summed + cols)
+            dense = (packed_dense(out_sizes, lro, ndim, summed + lo) if swap
+                     else packed_dense(out_sizes, lro + lo + summed, ndim))
+            groups = (lro, rows, cols)
+            left_memory, right_memory = lro + rows + summed, lro + summed + cols
+            memories = (right_memory, left_memory) if swap else (left_memory, right_memory)
         result = _Tensor(sizes=out_sizes, strides=strides, dense=dense, storage=name,
                          needs_grad=needs, term=term)
-        left, right = inputs
+        swapped = kind == "bmm" and swap
+        left, right = (inputs[1], inputs[0]) if swapped else (inputs[0], inputs[1])
+        if swapped:
+            copied.reverse()
         kept = tuple(t.storage for t, other in ((left, right), (right, left))
                      if other.needs_grad and not t.storage.startswith("in"))
         for storage in kept:
@@ -438,13 +456,14 @@ def torch_autograd_schedule(
             copied=(copied[0], copied[1]), kept=kept, flops=flops + reductions))
         backs.append(_Backward(
             kind=kind, result=result, groups=groups, kept=kept, joint=joint,
-            sides=(_Side(fa, left, a.leaf, memories[0]), _Side(fb, right, b.leaf, memories[1])),
+            sides=(_Side(fa, inputs[0], a.leaf, memories[0]),
+                   _Side(fb, inputs[1], b.leaf, memories[1])),
         ))
     (last,) = ops
     output_elements = math.prod(last.sizes.values()) if last.storage in fwd.live else 0
     if not path:  # one operand: a view of it, or one sum
         summed_dims = [d for d in last.sizes if d >= out_dims]
-        if summed_dims:
+        if ndim > out_dims:  # torch sums when a label is summed, even one of size 1
             output_elements = math.prod(s for d, s in last.sizes.items() if d < out_dims)
             flops = _flops(math.prod(last.sizes.values()), True, 1)
             fwd.alloc("x1", output_elements, ("in0",), f"{last.term}->{eq.output}", flops)
@@ -557,7 +576,13 @@ def _backward(
                 operand_flops[side.leaf] += flops
             else:
                 shared += flops
-                pending[side.tensor.storage] = (name, term, elements, side.gradient_memory)
+                memory = side.gradient_memory
+                if back.kind == "mul":
+                    # The product follows the incoming gradient's layout; a sum to the
+                    # input's shape is contiguous.
+                    memory = (tuple(d for d in g_memory if d in side.tensor.sizes)
+                              if back.joint == elements else tuple(sorted(side.tensor.sizes)))
+                pending[side.tensor.storage] = (name, term, elements, memory)
             made.append((side.leaf, name, term, elements))
         for product, joint_term, name, elements, position in summed:
             term = _term(back.sides[position].tensor.sizes, order)
