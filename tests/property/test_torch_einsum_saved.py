@@ -134,3 +134,58 @@ def test_the_schedule_runs_and_its_gradients_are_torchs(case: Case, which: str) 
         torch.testing.assert_close(run.gradients[k], expected)
     if not _is_diagonal_view(case):
         assert run.live_bytes == result.memory.live_bytes
+
+
+def profiled_peaks(text: str, shapes, grad) -> tuple[int, int]:
+    """Forward peak and forward + backward peak above the operands, from the allocator.
+
+    torch.profiler with ``profile_memory`` records every CPU allocation and free; the
+    upstream gradient is made between the phases, as the runner does.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    operands = [torch.randn(shape, dtype=torch.float64).requires_grad_(k in grad)
+                for k, shape in enumerate(shapes)]
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        output = torch.einsum(text, *operands)
+        marker = torch.empty(1, dtype=torch.int8)  # one byte: where backward begins
+        del marker
+        if grad:
+            upstream = torch.ones(output.shape, dtype=torch.float64)
+            torch.autograd.grad(output, [operands[k] for k in grad], upstream)
+    events = sorted((e for e in prof.profiler.kineto_results.events()
+                     if e.name() == "[memory]"), key=lambda e: e.start_ns())
+    live = forward = peak = 0
+    sizes = [e.nbytes() for e in events]
+    split = sizes.index(1)
+    for number, size in enumerate(sizes):
+        if number in (split, split + 1):  # the marker and its free
+            continue
+        live += size
+        peak = max(peak, live)
+        if number < split:
+            forward = max(forward, live)
+    return forward, peak
+
+
+def _repeats_twice(eq) -> bool:
+    return any(len(term) - len(set(term)) >= 2 for term in eq.terms)
+
+
+PEAK_CASES = [c for c in CASES if c.input_elements <= 50_000]
+
+
+@pytest.mark.parametrize("which", ["all", "last"])
+@pytest.mark.parametrize("case", PEAK_CASES, ids=str)
+def test_peaks_equal_the_allocators(case: Case, which: str) -> None:
+    # Forward peak: exact. Training peak: exact, except for an operand that repeats labels
+    # twice or more, whose chain of diagonal embeddings the model counts all at once.
+    eq = parse_equation(case.equation, case.shapes)
+    grad = grad_sets(eq.num_operands)[which]
+    memory = build_torch_autograd(plan_contraction(eq), grad, 8).memory
+    forward, peak = profiled_peaks(case.equation, case.shapes, grad)
+    assert memory.forward_peak_bytes - memory.input_bytes == forward
+    if _repeats_twice(eq):
+        assert memory.peak_bytes - memory.input_bytes >= peak
+    else:
+        assert memory.peak_bytes - memory.input_bytes == peak
