@@ -138,6 +138,7 @@ class _Tensor:
     needs_grad: bool
     term: str
     leaf: int = -1
+    ones: str = ""  # size-1 labels of the output it holds (kept in terms for the executor)
 
 
 def _torch_rank(text: str) -> dict[str, int]:
@@ -188,7 +189,9 @@ def _setup(eq: Equation, grad: frozenset[int]) -> tuple[tuple[str, ...], list[_T
         strides = {d: dims[d] for d in sizes}
         operands.append(_Tensor(sizes=sizes, strides=strides,
                                 dense=_operand_dense(dims, len(order)), storage=f"in{k}",
-                                needs_grad=k in grad, term=eq.terms[k], leaf=k))
+                                needs_grad=k in grad, term=eq.terms[k], leaf=k,
+                                ones="".join(c for c in dict.fromkeys(eq.terms[k])
+                                             if c in eq.output and eq.size_dict[c] == 1)))
         diagonal.append(len(dims) < len(labels))
     return order, operands, diagonal
 
@@ -375,7 +378,8 @@ def torch_autograd_schedule(
             name = f"xs{number}{'ab'[side]}"
             reduced = _Tensor(sizes=sizes, strides=packed(sizes, sorted(sizes)),
                               dense=packed_dense(sizes, range(ndim), ndim), storage=name,
-                              needs_grad=t.needs_grad, term=_term(sizes, order), leaf=t.leaf)
+                              needs_grad=t.needs_grad, term=_term(sizes, order) + t.ones,
+                              leaf=t.leaf, ones=t.ones)
             fwd.alloc(name, math.prod(sizes.values()), (t.storage,), f"{t.term}->{reduced.term}",
                       _flops(math.prod(t.sizes.values()), True, 1))
             fed.append(reduced)
@@ -384,7 +388,8 @@ def torch_autograd_schedule(
         out_sizes = {d: s for d, s in joint_sizes.items() if d not in sum_dims}
         joint = math.prod(joint_sizes.values())
         name = f"x{eq.num_operands + number}"
-        term = eq.output if number == len(path) - 1 else _term(out_sizes, order)
+        ones = "".join(dict.fromkeys(fa.ones + fb.ones))
+        term = eq.output if number == len(path) - 1 else _term(out_sizes, order) + ones
         needs = fa.needs_grad or fb.needs_grad
         copied = [False, False]
         inputs = [fa, fb]
@@ -424,7 +429,8 @@ def torch_autograd_schedule(
                 inputs[side] = _Tensor(
                     sizes=t.sizes, strides=packed(t.sizes, [d for g in groups_ for d in g]),
                     dense=packed_dense(t.sizes, first, ndim, tail), storage=copy_name,
-                    needs_grad=t.needs_grad, term=_term(t.sizes, order), leaf=t.leaf)
+                    needs_grad=t.needs_grad, term=_term(t.sizes, order) + t.ones,
+                    leaf=t.leaf, ones=t.ones)
                 fwd.alloc(copy_name, math.prod(t.sizes.values()), (t.storage,),
                           f"{t.term}->{inputs[side].term}")
             strides = packed(out_sizes, lro + rows + summed + cols)
@@ -434,7 +440,7 @@ def torch_autograd_schedule(
             left_memory, right_memory = lro + rows + summed, lro + summed + cols
             memories = (right_memory, left_memory) if swap else (left_memory, right_memory)
         result = _Tensor(sizes=out_sizes, strides=strides, dense=dense, storage=name,
-                         needs_grad=needs, term=term)
+                         needs_grad=needs, term=term, ones=ones)
         swapped = kind == "bmm" and swap
         left, right = (inputs[1], inputs[0]) if swapped else (inputs[0], inputs[1])
         if swapped:
@@ -522,6 +528,7 @@ def _backward(
         events.append(Event(kind="free", tensor=name, elements=elements, phase="backward"))
 
     embeds: list[tuple[int, str, str, int]] = []
+    taken: set[str] = set()  # storages a gradient took over as a view
 
     def to_leaf(leaf: int, name: str, term: str, elements: int) -> None:
         if diagonal[leaf]:  # DiagonalBackward: zeros, then the diagonal filled, at the end
@@ -529,6 +536,7 @@ def _backward(
         else:  # sums, permutes and unsqueezes give the gradient back as a view
             alloc(f"d{leaf}", elements, "view", (name,), f"{term}->{eq.terms[leaf]}",
                   consumes=((name, elements),))
+            taken.add(name)
 
     alloc(seed, out_elements, "seed", (), f"->{eq.output}")
     if not backs:
@@ -562,7 +570,7 @@ def _backward(
                 # MulBackward0 makes both products at the joint shape; autograd then
                 # sums each to its input's shape.
                 product = f"gp{number}{'ab'[position]}"
-                joint_term = back.result.term
+                joint_term = _term(back.result.sizes, order)
                 alloc(product, back.joint, "contract", (g_name, other.storage),
                       f"{g_term},{other.term}->{joint_term}", back.joint)
                 summed.append((product, joint_term, name, elements, position))
@@ -600,7 +608,10 @@ def _backward(
         # shape before its diagonal. All but the last are temporaries.
         alloc(f"d{leaf}", math.prod(eq.shapes[leaf]), "unreduce", (name,),
               f"{term}->{eq.terms[leaf]}", workspace=_diagonal_steps(eq, leaf)[:0:-1])
-        free(name, elements)
+        if name != seed:
+            free(name, elements)
+    if seed not in taken:  # the caller lets go of the upstream gradient after backward
+        free(seed, out_elements)
     return total, operand_flops, shared
 
 

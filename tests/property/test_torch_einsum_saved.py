@@ -100,30 +100,30 @@ def test_random_equations_keep_what_torch_keeps(problem: EinsumProblem, data) ->
                                                      torch.float64)
 
 
-def _is_diagonal_view(case: Case) -> bool:
+def _is_diagonal_view(text: str, shapes) -> bool:
     """One operand, a repeated label, nothing summed: torch returns a diagonal view."""
-    eq = parse_equation(case.equation, case.shapes)
-    return eq.num_operands == 1 and len(set(eq.terms[0])) < len(eq.terms[0]) and set(
-        c for c in eq.terms[0] if eq.size_dict[c] > 1) <= set(eq.output)
+    eq = parse_equation(text, shapes)
+    return (eq.num_operands == 1 and len(set(eq.terms[0])) < len(eq.terms[0])
+            and set(eq.terms[0]) <= set(eq.output))
 
 
 EXECUTABLE = [c for c in CASES if c.input_elements <= SMALL]
 
 
-@pytest.mark.parametrize("which", ["all", "last", "none"])
-@pytest.mark.parametrize("case", EXECUTABLE, ids=str)
-def test_the_schedule_runs_and_its_gradients_are_torchs(case: Case, which: str) -> None:
-    # The schedule is executable by the project's executor: forward output and gradients
-    # equal torch.autograd's, and the executor holds what the replay says after every
-    # event (except a diagonal view of one operand: the executor can only copy it).
-    eq = parse_equation(case.equation, case.shapes)
-    grad = grad_sets(eq.num_operands)[which]
+def check_executed(text: str, shapes, grad) -> None:
+    """Run the schedule with the project's executor and compare with torch.autograd.
+
+    Forward output and gradients equal torch's, and the executor holds what the replay
+    says after every event (except for a diagonal view of one operand: the executor can
+    only copy it, torch allocates nothing).
+    """
+    eq = parse_equation(text, shapes)
     result = build_torch_autograd(plan_contraction(eq), grad, 8)
     gen = torch.Generator().manual_seed(0)
-    operands = [torch.randn(shape, dtype=torch.float64, generator=gen) for shape in case.shapes]
+    operands = [torch.randn(shape, dtype=torch.float64, generator=gen) for shape in shapes]
     leaves = [t.clone().requires_grad_(k in grad) for k, t in enumerate(operands)]
     with torch.enable_grad():
-        output = torch.einsum(case.equation, *leaves)
+        output = torch.einsum(text, *leaves)
         upstream = torch.randn(output.shape, dtype=torch.float64, generator=gen)
         want = torch.autograd.grad(output, [leaves[k] for k in grad], upstream) if grad else ()
     shape = [eq.size_dict[c] for c in eq.output]
@@ -132,8 +132,23 @@ def test_the_schedule_runs_and_its_gradients_are_torchs(case: Case, which: str) 
     torch.testing.assert_close(run.output.reshape(output.shape), output.detach())
     for k, expected in zip(grad, want, strict=True):
         torch.testing.assert_close(run.gradients[k], expected)
-    if not _is_diagonal_view(case):
+    if not _is_diagonal_view(text, shapes):
         assert run.live_bytes == result.memory.live_bytes
+
+
+@pytest.mark.parametrize("which", ["all", "last", "none"])
+@pytest.mark.parametrize("case", EXECUTABLE, ids=str)
+def test_the_schedule_runs_and_its_gradients_are_torchs(case: Case, which: str) -> None:
+    eq = parse_equation(case.equation, case.shapes)
+    check_executed(case.equation, case.shapes, grad_sets(eq.num_operands)[which])
+
+
+@settings(deadline=None)
+@given(problem=einsum_problems(max_operands=6), data=st.data())
+def test_random_schedules_run_with_torchs_gradients(problem: EinsumProblem, data) -> None:
+    assume(sum(math.prod(shape) for shape in problem.shapes) <= 4096)
+    grad = data.draw(grad_subsets(len(problem.shapes)), label="grad")
+    check_executed(problem.equation, problem.shapes, grad)
 
 
 def profiled_peaks(text: str, shapes, grad) -> tuple[int, int]:
