@@ -15,7 +15,8 @@ torch.einsum (ATen's ``einsum`` and ``sumproduct_pair``, torch 2.x) works like t
   (a new tensor), then runs ``sumproduct_pair``: a ``mul`` when nothing is summed between
   the two, else ``permute`` and ``reshape`` of both inputs to ``(batch, rows, summed)`` and
   ``(batch, summed, columns)`` (the reshape copies when the permuted view cannot be
-  flattened), one ``bmm``, and a view of its result.
+  flattened; the inputs swap sides when every column dim comes before every row dim),
+  one ``bmm``, and a view of its result.
 - Autograd keeps, for ``bmm`` and ``mul``, each input exactly when the other input needs a
   gradient: the reshaped tensor as given to ``bmm`` (so the copy, when the reshape copied),
   the reduced copy when a sum came first. Views, sums and copies keep nothing.
@@ -23,7 +24,10 @@ torch.einsum (ATen's ``einsum`` and ``sumproduct_pair``, torch 2.x) works like t
 The model follows every tensor's sizes and strides through those operations, so it knows
 which reshapes copy and which storage each kept tensor lives in. Retained bytes are the
 distinct storages kept, the caller's operands excluded: what ``saved_tensors_hooks``
-counts when it deduplicates by storage. No torch import here.
+counts when it deduplicates by storage. The backward follows autograd's engine: newest
+node first, layout copies of incoming gradients, both products of a ``mul`` before their
+sums, one diagonal embedding per repeated label. See docs/method.md (the torch-autograd
+model). No torch import here.
 """
 
 from __future__ import annotations
@@ -32,11 +36,20 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from .equation import Equation, _fresh_labels, split_equation
 from .memory import Event, Operation, simulate_memory
+from .torch_backward import (
+    PairBackward,
+    PairSide,
+    StepKind,
+    append_backward,
+    count_flops,
+    term_of,
+)
 from .torch_layout import (
+    AlignedTensor,
     contiguous_strides,
     memory_order,
     mul_layout,
@@ -59,9 +72,6 @@ __all__ = [
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _TORCH_ORDER = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-StepKind = Literal["bmm", "mul", "sum"]
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TorchStep:
@@ -117,30 +127,6 @@ class TorchSchedule:
 # --- parsing as torch does --------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Tensor:
-    """A tensor aligned to torch's dimension order (dims of size 1 left implicit).
-
-    Attributes:
-        sizes: Size of every dim above 1, by position in torch's order.
-        strides: Stride of each of those dims, in elements.
-        dense: Strides of every dim, size-1 ones included (TensorIterator reads them).
-        storage: Schedule name of the storage it views.
-        needs_grad: Whether autograd tracks it.
-        term: Its labels in the schedule's einsum equations.
-        leaf: The operand it is, or a reduced copy of; -1 for an intermediate.
-    """
-
-    sizes: dict[int, int]
-    strides: dict[int, int]
-    dense: Callable[[], list[int]]
-    storage: str
-    needs_grad: bool
-    term: str
-    leaf: int = -1
-    ones: str = ""  # size-1 labels of the output it holds (kept in terms for the executor)
-
-
 def _torch_rank(text: str) -> dict[str, int]:
     """Rank of each label in torch's order of summed labels (A-Z, then a-z).
 
@@ -162,7 +148,7 @@ def _expand_term(term: str, ndim: int, ellipsis: Sequence[str]) -> list[str]:
     return [*head, *ellipsis[len(ellipsis) - covered:], *tail]
 
 
-def _setup(eq: Equation, grad: frozenset[int]) -> tuple[tuple[str, ...], list[_Tensor],
+def _setup(eq: Equation, grad: frozenset[int]) -> tuple[tuple[str, ...], list[AlignedTensor],
                                                           list[bool]]:
     """The dimension order torch uses, each operand aligned to it, and which take a diagonal."""
     raw_terms, _ = split_equation(eq.text)
@@ -175,7 +161,7 @@ def _setup(eq: Equation, grad: frozenset[int]) -> tuple[tuple[str, ...], list[_T
                      key=rank.__getitem__)
     order = (*output, *summed_ellipsis, *letters)
     position = {label: d for d, label in enumerate(order)}
-    operands: list[_Tensor] = []
+    operands: list[AlignedTensor] = []
     diagonal: list[bool] = []
     for k, (term, shape) in enumerate(zip(raw_terms, eq.shapes, strict=True)):
         labels = _expand_term(term, len(shape), ellipsis)
@@ -187,7 +173,7 @@ def _setup(eq: Equation, grad: frozenset[int]) -> tuple[tuple[str, ...], list[_T
             if size != 1:
                 sizes[d] = size
         strides = {d: dims[d] for d in sizes}
-        operands.append(_Tensor(sizes=sizes, strides=strides,
+        operands.append(AlignedTensor(sizes=sizes, strides=strides,
                                 dense=_operand_dense(dims, len(order)), storage=f"in{k}",
                                 needs_grad=k in grad, term=eq.terms[k], leaf=k,
                                 ones="".join(c for c in dict.fromkeys(eq.terms[k])
@@ -290,37 +276,6 @@ class _Forward:
                                      phase="forward"))
 
 
-@dataclass(frozen=True, slots=True)
-class _Side:
-    """One input of a pairwise step, for its backward."""
-
-    tensor: _Tensor  # after its private sum: what the gradient is computed for
-    fed: _Tensor  # what the product read (a copy, when the reshape copied)
-    leaf: int  # the operand it comes from, -1 for an intermediate
-    gradient_memory: tuple[int, ...]  # layout of its gradient, outermost first
-
-
-@dataclass(frozen=True, slots=True)
-class _Backward:
-    """What the backward of one pairwise step needs."""
-
-    kind: StepKind
-    result: _Tensor
-    groups: tuple[tuple[int, ...], ...]  # bmm: (batch, rows, columns) dims of the result
-    sides: tuple[_Side, _Side]
-    kept: tuple[str, ...]
-    joint: int  # elements of the step's joint index space
-
-
-def _term(sizes: Mapping[int, int], order: Sequence[str]) -> str:
-    return "".join(order[d] for d in sorted(sizes))
-
-
-def _flops(joint: int, summed: bool, terms: int) -> int:
-    """opt_einsum's convention: the joint space, once more when something is summed."""
-    return joint * (max(1, terms - 1) + (1 if summed else 0))
-
-
 def torch_autograd_schedule(
     eq: Equation, grad: Iterable[int], *, strategy: str | None = "auto"
 ) -> TorchSchedule:
@@ -352,7 +307,7 @@ def torch_autograd_schedule(
     path = torch_einsum_path(eq, strategy)
     ops = list(operands)
     steps: list[TorchStep] = []
-    backs: list[_Backward] = []
+    backs: list[PairBackward] = []
     for number, (i, j) in enumerate(path):
         a, b = ops[i], ops[j]
         del ops[j], ops[i]
@@ -369,19 +324,19 @@ def torch_autograd_schedule(
             elif counts[d] == 1:
                 private[0 if d in a.sizes else 1].append(d)
                 counts[d] = 0
-        fed: list[_Tensor] = []
+        fed: list[AlignedTensor] = []
         for side, t in enumerate((a, b)):
             if not private[side]:
                 fed.append(t)
                 continue
             sizes = {d: s for d, s in t.sizes.items() if d not in private[side]}
             name = f"xs{number}{'ab'[side]}"
-            reduced = _Tensor(sizes=sizes, strides=packed(sizes, sorted(sizes)),
+            reduced = AlignedTensor(sizes=sizes, strides=packed(sizes, sorted(sizes)),
                               dense=packed_dense(sizes, range(ndim), ndim), storage=name,
-                              needs_grad=t.needs_grad, term=_term(sizes, order) + t.ones,
+                              needs_grad=t.needs_grad, term=term_of(sizes, order) + t.ones,
                               leaf=t.leaf, ones=t.ones)
             fwd.alloc(name, math.prod(sizes.values()), (t.storage,), f"{t.term}->{reduced.term}",
-                      _flops(math.prod(t.sizes.values()), True, 1))
+                      count_flops(math.prod(t.sizes.values()), True, 1))
             fed.append(reduced)
         fa, fb = fed
         joint_sizes = {**fa.sizes, **fb.sizes}
@@ -389,7 +344,7 @@ def torch_autograd_schedule(
         joint = math.prod(joint_sizes.values())
         name = f"x{eq.num_operands + number}"
         ones = "".join(dict.fromkeys(fa.ones + fb.ones))
-        term = eq.output if number == len(path) - 1 else _term(out_sizes, order) + ones
+        term = eq.output if number == len(path) - 1 else term_of(out_sizes, order) + ones
         needs = fa.needs_grad or fb.needs_grad
         copied = [False, False]
         inputs = [fa, fb]
@@ -426,10 +381,10 @@ def torch_autograd_schedule(
                     continue
                 copied[side] = True
                 copy_name = f"xc{number}{'ab'[side]}"
-                inputs[side] = _Tensor(
+                inputs[side] = AlignedTensor(
                     sizes=t.sizes, strides=packed(t.sizes, [d for g in groups_ for d in g]),
                     dense=packed_dense(t.sizes, first, ndim, tail), storage=copy_name,
-                    needs_grad=t.needs_grad, term=_term(t.sizes, order) + t.ones,
+                    needs_grad=t.needs_grad, term=term_of(t.sizes, order) + t.ones,
                     leaf=t.leaf, ones=t.ones)
                 fwd.alloc(copy_name, math.prod(t.sizes.values()), (t.storage,),
                           f"{t.term}->{inputs[side].term}")
@@ -439,7 +394,7 @@ def torch_autograd_schedule(
             groups = (lro, rows, cols)
             left_memory, right_memory = lro + rows + summed, lro + summed + cols
             memories = (right_memory, left_memory) if swap else (left_memory, right_memory)
-        result = _Tensor(sizes=out_sizes, strides=strides, dense=dense, storage=name,
+        result = AlignedTensor(sizes=out_sizes, strides=strides, dense=dense, storage=name,
                          needs_grad=needs, term=term, ones=ones)
         swapped = kind == "bmm" and swap
         left, right = (inputs[1], inputs[0]) if swapped else (inputs[0], inputs[1])
@@ -449,21 +404,21 @@ def torch_autograd_schedule(
                      if other.needs_grad and not t.storage.startswith("in"))
         for storage in kept:
             fwd.kept[storage] = fwd.live[storage]
-        flops = _flops(joint, bool(sum_dims), 2)
+        flops = count_flops(joint, bool(sum_dims), 2)
         fwd.alloc(name, math.prod(out_sizes.values()), (left.storage, right.storage),
                   f"{left.term},{right.term}->{term}", flops)
         ops.append(result)
         fwd.release({t.storage for t in ops})
-        reductions = sum(_flops(math.prod(t.sizes.values()), True, 1)
+        reductions = sum(count_flops(math.prod(t.sizes.values()), True, 1)
                          for t, dims in zip((a, b), private, strict=True) if dims)
         steps.append(TorchStep(
             kind=kind, inputs=(left.storage, right.storage), output=name,
             reduced=tuple("".join(order[d] for d in dims) for dims in private),
             copied=(copied[0], copied[1]), kept=kept, flops=flops + reductions))
-        backs.append(_Backward(
+        backs.append(PairBackward(
             kind=kind, result=result, groups=groups, kept=kept, joint=joint,
-            sides=(_Side(fa, inputs[0], a.leaf, memories[0]),
-                   _Side(fb, inputs[1], b.leaf, memories[1])),
+            sides=(PairSide(fa, inputs[0], a.leaf, memories[0]),
+                   PairSide(fb, inputs[1], b.leaf, memories[1])),
         ))
     (last,) = ops
     output_elements = math.prod(last.sizes.values()) if last.storage in fwd.live else 0
@@ -471,7 +426,7 @@ def torch_autograd_schedule(
         summed_dims = [d for d in last.sizes if d >= out_dims]
         if ndim > out_dims:  # torch sums when a label is summed, even one of size 1
             output_elements = math.prod(s for d, s in last.sizes.items() if d < out_dims)
-            flops = _flops(math.prod(last.sizes.values()), True, 1)
+            flops = count_flops(math.prod(last.sizes.values()), True, 1)
             fwd.alloc("x1", output_elements, ("in0",), f"{last.term}->{eq.output}", flops)
             steps.append(TorchStep(kind="sum", inputs=("in0",), output="x1",
                                    reduced=("".join(order[d] for d in sorted(summed_dims)),),
@@ -483,155 +438,13 @@ def torch_autograd_schedule(
     else:
         final = last.storage
     events = fwd.events
-    backward_flops, operand_flops, shared = _backward(eq, order, diagonal, backs, final,
+    backward_flops, operand_flops, shared = append_backward(eq, order, diagonal, backs, final,
                                                       fwd.kept, wanted, events)
     return TorchSchedule(
         path=path, steps=tuple(steps), events=tuple(events), forward_flops=fwd.flops,
         backward_flops=backward_flops, operand_flops=operand_flops, shared_flops=shared,
         output_elements=output_elements, retained_elements=sum(fwd.kept.values()),
     )
-
-
-def _backward(
-    eq: Equation,
-    order: Sequence[str],
-    diagonal: Sequence[bool],
-    backs: Sequence[_Backward],
-    final: str,
-    kept: Mapping[str, int],
-    wanted: frozenset[int],
-    events: list[Event],
-) -> tuple[int, dict[int, int], int]:
-    """Append autograd's backward: products, layout copies, diagonal embeddings.
-
-    The engine runs the newest node first, so pairwise steps go in reverse. The views
-    and diagonals that aligned the operands are the oldest nodes: they run last.
-
-    Returns:
-        Backward FLOPs, those of each operand's gradient products, and the shared rest.
-    """
-    operand_flops = {k: 0 for k in sorted(wanted)}
-    if not wanted:
-        return 0, operand_flops, 0
-    out_elements = math.prod(eq.size_dict[c] for c in eq.output)
-    seed = f"g{final}"
-    total = shared = 0
-
-    def alloc(name: str, elements: int, op: Operation, inputs: tuple[str, ...],
-              equation: str, flops: int = 0, consumes: tuple[tuple[str, int], ...] = (),
-              workspace: tuple[int, ...] = ()) -> None:
-        events.append(Event(kind="alloc", tensor=name, elements=elements, phase="backward",
-                            op=op, inputs=inputs, equation=equation, flops=flops,
-                            consumes=consumes, workspace=workspace))
-
-    def free(name: str, elements: int) -> None:
-        events.append(Event(kind="free", tensor=name, elements=elements, phase="backward"))
-
-    embeds: list[tuple[int, str, str, int]] = []
-    taken: set[str] = set()  # storages a gradient took over as a view
-
-    def to_leaf(leaf: int, name: str, term: str, elements: int) -> None:
-        if diagonal[leaf]:  # DiagonalBackward: zeros, then the diagonal filled, at the end
-            embeds.append((leaf, name, term, elements))
-        else:  # sums, permutes and unsqueezes give the gradient back as a view
-            alloc(f"d{leaf}", elements, "view", (name,), f"{term}->{eq.terms[leaf]}",
-                  consumes=((name, elements),))
-            taken.add(name)
-
-    alloc(seed, out_elements, "seed", (), f"->{eq.output}")
-    if not backs:
-        to_leaf(0, seed, eq.output, out_elements)
-    pending: dict[str, tuple[str, str, int, tuple[int, ...]]] = {}
-    if backs:
-        memory = tuple(d for d in range(len(eq.output)) if d in backs[-1].result.sizes)
-        pending[backs[-1].result.storage] = (seed, eq.output, out_elements, memory)
-    for number in range(len(backs) - 1, -1, -1):
-        back = backs[number]
-        if back.result.storage not in pending:
-            continue
-        g_name, g_term, g_elements, g_memory = pending.pop(back.result.storage)
-        sizes = back.result.sizes
-        if back.kind == "bmm" and not nested(sizes, packed(sizes, g_memory), back.groups):
-            # ViewBackward: the incoming gradient reshaped to the product's layout copies.
-            alloc(f"gc{number}", g_elements, "contract", (g_name,), f"{g_term}->{g_term}")
-            if g_name != seed:
-                free(g_name, g_elements)
-            g_name = f"gc{number}"
-        made: list[tuple[int, str, str, int]] = []
-        summed: list[tuple[str, str, str, int, int]] = []
-        for position, side in enumerate(back.sides):
-            if not side.tensor.needs_grad:
-                continue
-            other = back.sides[1 - position].fed
-            term = _term(side.tensor.sizes, order)
-            elements = math.prod(side.tensor.sizes.values())
-            name = f"g{number}{'ab'[position]}"
-            if back.kind == "mul" and back.joint != elements:
-                # MulBackward0 makes both products at the joint shape; autograd then
-                # sums each to its input's shape.
-                product = f"gp{number}{'ab'[position]}"
-                joint_term = _term(back.result.sizes, order)
-                alloc(product, back.joint, "contract", (g_name, other.storage),
-                      f"{g_term},{other.term}->{joint_term}", back.joint)
-                summed.append((product, joint_term, name, elements, position))
-                flops = 2 * back.joint
-            else:
-                flops = _flops(back.joint, back.joint != elements, 2)
-                alloc(name, elements, "contract", (g_name, other.storage),
-                      f"{g_term},{other.term}->{term}", flops)
-            total += flops
-            if side.leaf >= 0:
-                operand_flops[side.leaf] += flops
-            else:
-                shared += flops
-                memory = side.gradient_memory
-                if back.kind == "mul":
-                    # The product follows the incoming gradient's layout; a sum to the
-                    # input's shape is contiguous.
-                    memory = (tuple(d for d in g_memory if d in side.tensor.sizes)
-                              if back.joint == elements else tuple(sorted(side.tensor.sizes)))
-                pending[side.tensor.storage] = (name, term, elements, memory)
-            made.append((side.leaf, name, term, elements))
-        for product, joint_term, name, elements, position in summed:
-            term = _term(back.sides[position].tensor.sizes, order)
-            alloc(name, elements, "contract", (product,), f"{joint_term}->{term}", back.joint)
-            free(product, back.joint)
-        if g_name != seed:  # the caller holds the upstream gradient throughout
-            free(g_name, g_elements)
-        for storage in back.kept:
-            free(storage, kept[storage])
-        for leaf, name, term, elements in made:
-            if leaf >= 0:
-                to_leaf(leaf, name, term, elements)
-    for leaf, name, term, elements in sorted(embeds, reverse=True):
-        # One DiagonalBackward per repeated label, newest first: each makes zeros of the
-        # shape before its diagonal. All but the last are temporaries.
-        alloc(f"d{leaf}", math.prod(eq.shapes[leaf]), "unreduce", (name,),
-              f"{term}->{eq.terms[leaf]}", workspace=_diagonal_steps(eq, leaf)[:0:-1])
-        if name != seed:
-            free(name, elements)
-    if seed not in taken:  # the caller lets go of the upstream gradient after backward
-        free(seed, out_elements)
-    return total, operand_flops, shared
-
-
-def _diagonal_steps(eq: Equation, operand: int) -> tuple[int, ...]:
-    """Elements of the operand before each diagonal torch takes of it, in order.
-
-    Before the diagonal at position ``p`` the tensor holds the first occurrence of each
-    label seen so far and every dim from ``p`` on.
-    """
-    term, shape = eq.terms[operand], eq.shapes[operand]
-    seen: set[str] = set()
-    kept = 1
-    before = []
-    for p, label in enumerate(term):
-        if label in seen:
-            before.append(kept * math.prod(shape[p:]))
-        else:
-            seen.add(label)
-            kept *= shape[p]
-    return tuple(before)
 
 
 def build_torch_autograd(plan: Plan, grad: Sequence[int], itemsize: int,

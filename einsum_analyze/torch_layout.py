@@ -9,9 +9,11 @@ Used by :mod:`einsum_analyze.torch_einsum`. No torch import here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = [
+    "AlignedTensor",
     "Layout",
     "contiguous_strides",
     "memory_order",
@@ -36,6 +38,32 @@ class Layout(Protocol):
     @property
     def dense(self) -> Callable[[], list[int]]:
         """A function giving the strides of all dims, size-1 ones included."""
+
+
+@dataclass(slots=True)
+class AlignedTensor:
+    """A tensor aligned to torch's dimension order (dims of size 1 left implicit).
+
+    Attributes:
+        sizes: Size of every dim above 1, by position in torch's order.
+        strides: Stride of each of those dims, in elements.
+        dense: Strides of every dim, size-1 ones included (TensorIterator reads them).
+        storage: Schedule name of the storage it views.
+        needs_grad: Whether autograd tracks it.
+        term: Its labels in the schedule's einsum equations.
+        leaf: The operand it is, or a reduced copy of; -1 for an intermediate.
+        ones: The output's size-1 labels it holds: kept in its term so that the
+            schedule's einsum equations stay runnable.
+    """
+
+    sizes: dict[int, int]
+    strides: dict[int, int]
+    dense: Callable[[], list[int]]
+    storage: str
+    needs_grad: bool
+    term: str
+    leaf: int = -1
+    ones: str = ""
 
 
 def contiguous_strides(sizes: Sequence[int]) -> list[int]:

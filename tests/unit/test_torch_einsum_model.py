@@ -30,7 +30,8 @@ def schedule(text: str, shapes, grad):
     return torch_autograd_schedule(parse_equation(text, shapes), grad)
 
 
-@pytest.mark.parametrize("name", ["einsum_analyze.torch_einsum", "einsum_analyze.torch_layout"])
+@pytest.mark.parametrize("name", ["einsum_analyze.torch_einsum", "einsum_analyze.torch_layout",
+                                  "einsum_analyze.torch_backward"])
 def test_docstring_examples(name):
     module = importlib.import_module(name)
     finder = doctest.DocTestFinder(exclude_empty=True)
