@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .equation import Equation
-from .memory import Event, Operation
+from .schedule import Event, Operation
 from .torch_layout import AlignedTensor, nested, packed
 
 __all__ = [

@@ -33,13 +33,11 @@ model). No torch import here.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .equation import Equation, _fresh_labels, split_equation
-from .memory import Event, Operation, simulate_memory
+from .schedule import Event, Operation
 from .torch_backward import (
     PairBackward,
     PairSide,
@@ -58,14 +56,9 @@ from .torch_layout import (
     packed_dense,
 )
 
-if TYPE_CHECKING:
-    from .planning import Plan
-    from .strategies import StrategyResult
-
 __all__ = [
     "TorchSchedule",
     "TorchStep",
-    "build_torch_autograd",
     "torch_autograd_schedule",
     "torch_einsum_path",
 ]
@@ -444,44 +437,4 @@ def torch_autograd_schedule(
         path=path, steps=tuple(steps), events=tuple(events), forward_flops=fwd.flops,
         backward_flops=backward_flops, operand_flops=operand_flops, shared_flops=shared,
         output_elements=output_elements, retained_elements=sum(fwd.kept.values()),
-    )
-
-
-def build_torch_autograd(plan: Plan, grad: Sequence[int], itemsize: int,
-                         *, strategy: str | None = "auto") -> StrategyResult:
-    """The ``torch-autograd`` strategy: torch.einsum's own path and copies, under autograd.
-
-    ``plan`` supplies only the equation: torch plans its own path, whatever ``--optimize``
-    chose.
-
-    Args:
-        plan: The report's forward plan (its equation is used, not its path).
-        grad: Positions of the operands that need a gradient.
-        itemsize: Bytes per element.
-        strategy: ``torch.backends.opt_einsum.strategy``; ``None`` for left to right.
-
-    Returns:
-        The :class:`~einsum_analyze.strategies.StrategyResult`.
-    """
-    from .strategies import StrategyResult
-
-    start = time.perf_counter()
-    eq = plan.equation
-    schedule = torch_autograd_schedule(eq, grad, strategy=strategy)
-    memory = simulate_memory(
-        schedule.events,
-        input_elements=sum(math.prod(shape) for shape in eq.shapes),
-        output_elements=schedule.output_elements,
-        itemsize=itemsize,
-    )
-    return StrategyResult(
-        name="torch-autograd",
-        events=schedule.events,
-        forward_flops=schedule.forward_flops,
-        backward_flops=schedule.backward_flops,
-        memory=memory,
-        operand_flops=dict(schedule.operand_flops),
-        shared_flops=schedule.shared_flops,
-        planning_s=time.perf_counter() - start,
-        optimizer=f"torch.einsum ({strategy or 'left to right'})",
     )

@@ -174,6 +174,8 @@ class ScheduleBuilder:
             forward plan's.
         warnings: What the user should know about the strategy's figures.
         details: The strategy's own sections for :attr:`StrategyResult.details`.
+        output_elements: Elements of the forward output's own storage; None: the forward
+            plan's output (0 where the executor returns a view of an operand).
     """
 
     def __init__(self, size_dict: Mapping[str, int]) -> None:
@@ -184,6 +186,7 @@ class ScheduleBuilder:
         self.optimizer: str | None = None
         self.warnings: list[str] = []
         self.details: dict[str, Any] = {}
+        self.output_elements: int | None = None
 
     def alloc(self, tensor: str, term: Term, **fields: Any) -> None:
         """Allocate a backward tensor with labels ``term``."""

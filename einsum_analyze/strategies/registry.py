@@ -199,7 +199,8 @@ def build_strategy(
     memory = simulate_memory(
         events,
         input_elements=sum(size_of(t, equation.size_dict) for t in equation.terms),
-        output_elements=plan.steps[-1].output_elements,
+        output_elements=(plan.steps[-1].output_elements if builder.output_elements is None
+                         else builder.output_elements),
         itemsize=itemsize,
     )
     elapsed = time.perf_counter() - start

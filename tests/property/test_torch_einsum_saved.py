@@ -21,7 +21,8 @@ from strategies import EinsumProblem, einsum_problems, grad_subsets
 from einsum_analyze.backends.torch_backend import run_schedule
 from einsum_analyze.equation import parse_equation
 from einsum_analyze.planning import OPTIMIZERS, plan_contraction
-from einsum_analyze.torch_einsum import build_torch_autograd, torch_autograd_schedule
+from einsum_analyze.strategies import build_strategy
+from einsum_analyze.torch_einsum import torch_autograd_schedule
 
 SMALL = 200_000  # input elements: cases run for every grad subset and dtype
 LARGE = 2_000_000  # input elements: larger cases run once
@@ -83,7 +84,7 @@ def test_the_model_ignores_the_report_optimizer(case: Case) -> None:
     grad = list(range(eq.num_operands))
     figures = set()
     for name in OPTIMIZERS:
-        result = build_torch_autograd(plan_contraction(eq, name), grad, 8)
+        result = build_strategy("torch-autograd", plan_contraction(eq, name), grad, itemsize=8)
         figures.add((result.memory.retained_bytes, result.memory.peak_bytes,
                      result.forward_flops, result.backward_flops))
     assert len(figures) == 1
@@ -118,7 +119,7 @@ def check_executed(text: str, shapes, grad) -> None:
     only copy it, torch allocates nothing).
     """
     eq = parse_equation(text, shapes)
-    result = build_torch_autograd(plan_contraction(eq), grad, 8)
+    result = build_strategy("torch-autograd", plan_contraction(eq), grad, itemsize=8)
     gen = torch.Generator().manual_seed(0)
     operands = [torch.randn(shape, dtype=torch.float64, generator=gen) for shape in shapes]
     leaves = [t.clone().requires_grad_(k in grad) for k, t in enumerate(operands)]
@@ -197,7 +198,7 @@ def test_peaks_equal_the_allocators(case: Case, which: str) -> None:
     # twice or more, whose chain of diagonal embeddings the model counts all at once.
     eq = parse_equation(case.equation, case.shapes)
     grad = grad_sets(eq.num_operands)[which]
-    memory = build_torch_autograd(plan_contraction(eq), grad, 8).memory
+    memory = build_strategy("torch-autograd", plan_contraction(eq), grad, itemsize=8).memory
     forward, peak = profiled_peaks(case.equation, case.shapes, grad)
     assert memory.forward_peak_bytes - memory.input_bytes == forward
     if _repeats_twice(eq):
