@@ -1,0 +1,147 @@
+"""Candidate contraction paths for the training-aware search.
+
+Sources, each tagged with its name in the report:
+
+- the report's forward path (its optimizer's name);
+- opt_einsum's ``greedy``, and ``dp`` minimising FLOPs and size on networks small
+  enough for it (:data:`DP_LIMIT` operands);
+- ``random-greedy``: opt_einsum's random-greedy samples, seeded;
+- ``cotengra``: cotengra's hyper-optimizer when it is installed (the ``cotengra``
+  extra), run in this process with ``parallel=False`` and its greedy method only, since
+  its process pools have been seen to hang inside a multiprocessing child;
+- ``reconfigured(START, COST)``: each of those trees improved by exact sub-tree
+  re-contraction (:mod:`.tree`) for reverse mode's training FLOPs or for a memory proxy.
+
+Every path meets the memory limit where one is given (paths that break it are dropped).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .._types import LinearPath
+from ..equation import Equation
+from ..planning import Plan
+from .tree import NodeCost, TreeModel, optimise_path
+
+__all__ = ["DP_LIMIT", "candidate_paths", "cotengra_available", "cotengra_path"]
+
+DP_LIMIT = 24
+"""Largest network that opt_einsum's ``dp`` plans as a candidate (it grows fast beyond)."""
+
+
+def cotengra_available() -> bool:
+    """Whether cotengra is installed (checked without importing it)."""
+    return importlib.util.find_spec("cotengra") is not None
+
+
+def _opt_einsum(equation: Equation, name: str, limit: int | None, **options: Any
+                ) -> LinearPath | None:
+    from opt_einsum import paths
+
+    inputs = [frozenset(t) for t in equation.terms]
+    output = frozenset(equation.output)
+    sizes = dict(equation.size_dict)
+    try:
+        if name == "dp":
+            found = paths.DynamicProgramming(**options)(inputs, output, sizes, limit)
+        elif name == "random-greedy":
+            from opt_einsum.path_random import RandomGreedy
+
+            random.seed(options.pop("seed", 0))
+            found = RandomGreedy(parallel=False, **options)(inputs, output, sizes, limit)
+        else:
+            found = paths.get_path_fn(name)(inputs, output, sizes, limit)
+    except (ValueError, KeyError, RuntimeError):
+        return None
+    return tuple(tuple(int(i) for i in step) for step in found)
+
+
+def cotengra_path(equation: Equation, minimize: str = "flops", repeats: int = 16,
+                  seed: int = 0) -> LinearPath | None:
+    """cotengra's hyper-optimized path (greedy method, in process); None if absent."""
+    if not cotengra_available() or equation.num_operands < 3:
+        return None
+    import cotengra
+
+    inputs = [tuple(t) for t in equation.terms]
+    optimizer = cotengra.HyperOptimizer(
+        methods=["greedy"], max_repeats=repeats, minimize=minimize, parallel=False,
+        progbar=False, seed=seed,
+    )
+    try:
+        tree = optimizer.search(inputs, tuple(equation.output), dict(equation.size_dict))
+        path = tree.get_path()
+    except Exception:  # noqa: BLE001  (an optional extra must not break the analysis)
+        return None
+    return tuple(tuple(int(i) for i in step) for step in path)
+
+
+def _meets(equation: Equation, path: LinearPath, limit: int | None) -> bool:
+    if limit is None:
+        return True
+    plan = Plan.from_path(equation, path)
+    return all(step.output_elements <= limit for step in plan.steps[:-1])
+
+
+def candidate_paths(
+    equation: Equation,
+    grad: Sequence[int],
+    *,
+    forward: Plan,
+    memory_limit: int | None = None,
+    time_limit: float = 1.0,
+    cotengra: bool | None = None,
+    random_samples: int = 16,
+    seed: int = 0,
+) -> list[tuple[str, LinearPath]]:
+    """Distinct candidate paths, each with its source (see the module).
+
+    Args:
+        equation: The equation.
+        grad: Operands that need a gradient (they steer the re-contraction).
+        forward: The report's forward plan (always a candidate).
+        memory_limit: Largest intermediate allowed, in elements.
+        time_limit: Seconds after which no further re-contraction starts.
+        cotengra: Use cotengra: True, False, or None for "when installed".
+        random_samples: Random-greedy samples.
+        seed: Seed of the random samples.
+    """
+    start = time.perf_counter()
+    deadline = start + time_limit
+    n = equation.num_operands
+    found: dict[LinearPath, str] = {}
+
+    def add(source: str, path: LinearPath | None) -> None:
+        if path is not None and path not in found and _meets(equation, path, memory_limit):
+            found[path] = source
+
+    add(forward.optimizer, tuple(tuple(s) for s in forward.path))
+    if n < 3:
+        return [(source, path) for path, source in found.items()]
+    add("greedy", _opt_einsum(equation, "greedy", memory_limit))
+    if n <= DP_LIMIT:
+        add("dp", _opt_einsum(equation, "dp", memory_limit, minimize="flops"))
+        add("dp-size", _opt_einsum(equation, "dp", memory_limit, minimize="size"))
+    if random_samples > 0:
+        add("random-greedy", _opt_einsum(equation, "random-greedy", memory_limit,
+                                         max_repeats=random_samples, seed=seed))
+    use_cotengra = cotengra_available() if cotengra is None else cotengra
+    if use_cotengra and memory_limit is None:
+        add("cotengra", cotengra_path(equation, "flops", seed=seed))
+    starts = list(found.items())
+    grad_mask = sum(1 << k for k in grad)
+    jobs: list[tuple[NodeCost, int]] = [("training-flops", 6), ("retained", 6),
+                                         ("training-flops", 5), ("retained", 5)]
+    for kind, width in jobs:
+        model = TreeModel(equation, grad_mask, memory_limit, kind)
+        for path, source in starts:
+            if time.perf_counter() > deadline:
+                break
+            better = optimise_path(path, model, width=width, deadline=deadline)
+            add(f"reconfigured({source}, {kind})", better)
+    return [(source, path) for path, source in found.items()]

@@ -1,0 +1,232 @@
+"""Score candidate paths with every strategy, keep the Pareto front, recommend one plan.
+
+Every candidate path (:mod:`.candidates`) is re-scored by our own model: each strategy
+that runs on our executor (registered with ``lowered``) is built on it with
+:func:`~einsum_analyze.strategies.build_strategy`, for the operands that need gradients
+only. A strategy registered with a ``budget_bytes`` option (``checkpoint``) is given the
+training budget. Objectives:
+
+- ``flops``: training FLOPs (forward + backward + recompute); ties: the lower peak.
+- ``memory``: training peak, inputs included; ties: the fewer FLOPs.
+- ``balanced``: the product of the two, so halving the peak is worth doubling the FLOPs
+  (the choice does not depend on units); ties: the fewer FLOPs.
+
+The recommended plan minimises the objective among the plans that fit the budget; when
+none fits, it is the plan of least training peak, and the report says it does not fit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from ..equation import Equation
+from ..errors import PlanningError
+from ..planning import Plan
+from ..strategies import (
+    GradientPlan,
+    build_strategy,
+    get_strategy,
+    plan_gradients,
+    strategy_names,
+)
+from .candidates import candidate_paths
+from .records import OBJECTIVES, Objective, PlanScore, Recommendation, SearchResult
+
+__all__ = [
+    "RECOMMENDED_LABEL",
+    "check_objective",
+    "floor_bytes",
+    "objective_key",
+    "pareto_front",
+    "recommend",
+    "score_path",
+    "search_plans",
+]
+
+RECOMMENDED_LABEL = "recommended"
+"""The name the recommended plan's run carries when it is not one of the report's own."""
+
+TOP_FOR_GRADIENT_PLANS = 4
+"""Paths on which strategies that plan every gradient on its own (``independent``) are
+scored: the best few by reverse mode (each costs one gradient planning)."""
+
+
+def check_objective(name: str) -> Objective:
+    """The objective called ``name``.
+
+    Raises:
+        PlanningError: No such objective.
+    """
+    for objective in OBJECTIVES:
+        if objective == name.lower():
+            return objective
+    raise PlanningError(f"unknown objective {name!r}; choose one of: {', '.join(OBJECTIVES)}")
+
+
+def objective_key(objective: Objective) -> Callable[[PlanScore], tuple[float, ...]]:
+    """Sort key: the least key is the best plan for ``objective``."""
+    if objective == "flops":
+        return lambda p: (p.training_flops, p.peak_bytes)
+    if objective == "memory":
+        return lambda p: (p.peak_bytes, p.training_flops)
+    return lambda p: (float(p.training_flops) * float(p.peak_bytes), p.training_flops)
+
+
+def pareto_front(plans: Iterable[PlanScore]) -> tuple[PlanScore, ...]:
+    """Plans no other plan beats on both training FLOPs and training peak, by FLOPs.
+
+    Example:
+        >>> from einsum_analyze import analyze
+        >>> r = analyze("ab,bc->ac", [(2, 3), (3, 4)]).strategies[0]
+        >>> p = PlanScore(path=((0, 1),), source="x", strategy="reverse", forward_flops=1,
+        ...               training_flops=3, peak_bytes=9, retained_bytes=0,
+        ...               largest_intermediate_elements=1, result=r)
+        >>> from dataclasses import replace
+        >>> len(pareto_front([p, replace(p, training_flops=4), replace(p, peak_bytes=8,
+        ...                                                          training_flops=5)]))
+        2
+    """
+    front: list[PlanScore] = []
+    for plan in sorted(plans, key=lambda p: (p.training_flops, p.peak_bytes)):
+        if not front or plan.peak_bytes < front[-1].peak_bytes:
+            front.append(plan)
+    return tuple(front)
+
+
+def floor_bytes(equation: Equation, grad: Sequence[int], itemsize: int) -> int:
+    """Inputs, upstream gradient and the returned gradients: no plan goes under it."""
+    sizes = equation.size_dict
+
+    def elements(term: str) -> int:
+        total = 1
+        for char in term:
+            total *= sizes[char]
+        return total
+
+    inputs = sum(elements(t) for t in equation.terms)
+    grads = sum(elements(equation.terms[k]) for k in set(grad))
+    upstream = elements(equation.output) if grad else 0
+    return (inputs + upstream + grads) * itemsize
+
+
+def score_path(
+    plan: Plan,
+    grad: Sequence[int],
+    strategy: str,
+    *,
+    itemsize: int,
+    source: str,
+    budget: int | None = None,
+    gradients: GradientPlan | None = None,
+) -> PlanScore:
+    """One strategy on one path, scored by our model."""
+    spec = get_strategy(strategy)
+    options = {"budget_bytes": budget} if budget is not None and "budget_bytes" in spec.options \
+        else None
+    result = build_strategy(strategy, plan, grad, itemsize=itemsize, gradients=gradients,
+                            options=options)
+    return PlanScore(
+        path=tuple(tuple(s) for s in plan.path),
+        source=source,
+        strategy=result.name,
+        forward_flops=plan.flops,
+        training_flops=result.forward_flops + result.backward_flops,
+        peak_bytes=result.memory.peak_bytes,
+        retained_bytes=result.memory.retained_bytes,
+        largest_intermediate_elements=plan.largest_intermediate_elements,
+        result=result,
+    )
+
+
+def search_strategies() -> tuple[str, ...]:
+    """The registered strategies our executor runs (the search's choices)."""
+    return tuple(name for name in strategy_names() if get_strategy(name).lowered)
+
+
+def search_plans(
+    forward: Plan,
+    grad: Sequence[int],
+    *,
+    itemsize: int,
+    objective: Objective = "flops",
+    budget: int | None = None,
+    memory_limit: int | None = None,
+    optimize: str = "auto",
+    time_limit: float = 1.0,
+    cotengra: bool | None = False,
+    strategies: Sequence[str] | None = None,
+) -> SearchResult:
+    """Search candidate paths and strategies for the training step (see the module).
+
+    Args:
+        forward: The report's forward plan (always a candidate).
+        grad: Operands that need a gradient.
+        itemsize: Bytes per element.
+        objective: ``flops``, ``memory`` or ``balanced``.
+        budget: Training budget in bytes, handed to budget-aware strategies.
+        memory_limit: Largest intermediate of every candidate path, in elements.
+        optimize: Optimizer of the gradient cores of strategies that plan them.
+        time_limit: Seconds for path re-contraction.
+        cotengra: Use cotengra's hyper-optimizer (None: when installed).
+        strategies: Strategies to score (default: every one our executor runs).
+    """
+    start = time.perf_counter()
+    equation = forward.equation
+    names = tuple(strategies) if strategies else search_strategies()
+    paths = candidate_paths(equation, grad, forward=forward, memory_limit=memory_limit,
+                            time_limit=time_limit, cotengra=cotengra)
+    plans = {path: Plan.from_path(equation, path, optimizer=source) for source, path in paths}
+    sources = {path: source for source, path in paths}
+    cheap = [n for n in names if not get_strategy(n).needs_gradient_plans]
+    costly = [n for n in names if get_strategy(n).needs_gradient_plans]
+    scored: list[PlanScore] = []
+    for path, plan in plans.items():
+        for name in cheap:
+            scored.append(score_path(plan, grad, name, itemsize=itemsize,
+                                     source=sources[path], budget=budget))
+    if costly and grad:
+        key = objective_key(objective)
+        ranked = sorted(scored, key=key) if scored else []
+        chosen: list[tuple[int, ...]] = []
+        for plan_score in [*ranked, *pareto_front(scored)]:
+            if plan_score.path not in chosen:
+                chosen.append(plan_score.path)
+        if not chosen:
+            chosen = list(plans)
+        for path in chosen[:TOP_FOR_GRADIENT_PLANS]:
+            gradients = plan_gradients(equation, grad, optimize, forward=plans[path],
+                                       memory_limit=memory_limit)
+            for name in costly:
+                scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
+                                         source=sources[path], budget=budget,
+                                         gradients=gradients))
+    if not scored:
+        raise PlanningError("the search found no plan to score")
+    key = objective_key(objective)
+    return SearchResult(
+        objective=objective,
+        candidates=len(plans),
+        sources=tuple(dict.fromkeys(sources.values())),
+        pareto=pareto_front(scored),
+        forward_optimal=min(scored, key=lambda p: (p.forward_flops, key(p))),
+        training_optimal=min(scored, key=key),
+        smallest_peak=min(scored, key=lambda p: (p.peak_bytes, p.training_flops)),
+        search_s=time.perf_counter() - start,
+    )
+
+
+def recommend(result: SearchResult, budget: int | None) -> Recommendation:
+    """The plan minimising the objective within ``budget`` (see the module).
+
+    Each objective grows with both figures, so the best plan within a budget on the
+    training peak is on the Pareto front: the front is all that is searched.
+    """
+    key = objective_key(result.objective)
+    fitting = [p for p in result.pareto if p.fits(budget)]
+    if fitting:
+        plan = min(fitting, key=key)
+        return Recommendation(plan=plan, objective=result.objective, budget_bytes=budget,
+                              fits=True, label=RECOMMENDED_LABEL)
+    return Recommendation(plan=result.smallest_peak, objective=result.objective,
+                          budget_bytes=budget, fits=False, label=RECOMMENDED_LABEL)
