@@ -98,6 +98,7 @@ def candidate_paths(
     cotengra: bool | None = None,
     random_samples: int = 16,
     seed: int = 0,
+    tighter_limits: Sequence[int] = (),
 ) -> list[tuple[str, LinearPath]]:
     """Distinct candidate paths, each with its source (see the module).
 
@@ -110,6 +111,8 @@ def candidate_paths(
         cotengra: Use cotengra: True, False, or None for "when installed".
         random_samples: Random-greedy samples.
         seed: Seed of the random samples.
+        tighter_limits: Element limits under which greedy paths are planned too (and
+            re-contracted under them), for plans of lower training peak.
     """
     start = time.perf_counter()
     deadline = start + time_limit
@@ -133,8 +136,17 @@ def candidate_paths(
     use_cotengra = cotengra_available() if cotengra is None else cotengra
     if use_cotengra and memory_limit is None:
         add("cotengra", cotengra_path(equation, "flops", seed=seed))
-    starts = list(found.items())
     grad_mask = sum(1 << k for k in grad)
+    for tight in tighter_limits:
+        if memory_limit is not None and tight >= memory_limit:
+            continue
+        path = _opt_einsum(equation, "greedy", tight)
+        add(f"greedy-limit-{tight}", path)
+        if path is not None and time.perf_counter() < deadline:
+            model = TreeModel(equation, grad_mask, tight, "retained")
+            add(f"reconfigured(greedy-limit-{tight}, retained)",
+                optimise_path(path, model, width=5, deadline=deadline))
+    starts = list(found.items())
     jobs: list[tuple[NodeCost, int]] = [("training-flops", 6), ("retained", 6),
                                          ("training-flops", 5), ("retained", 5)]
     for kind, width in jobs:

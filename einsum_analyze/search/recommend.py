@@ -17,6 +17,7 @@ none fits, it is the plan of least training peak, and the report says it does no
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 
@@ -174,8 +175,15 @@ def search_plans(
     start = time.perf_counter()
     equation = forward.equation
     names = tuple(strategies) if strategies else search_strategies()
+    tighter: tuple[int, ...] = ()
+    if objective != "flops" or budget is not None:
+        largest = max(
+            math.prod([equation.size_dict[c] for c in term])
+            for term in (*equation.terms, equation.output)
+        )
+        tighter = (largest, 8 * largest)
     paths = candidate_paths(equation, grad, forward=forward, memory_limit=memory_limit,
-                            time_limit=time_limit, cotengra=cotengra)
+                            time_limit=time_limit, cotengra=cotengra, tighter_limits=tighter)
     plans = {path: Plan.from_path(equation, path, optimizer=source) for source, path in paths}
     sources = {path: source for source, path in paths}
     cheap = [n for n in names if not get_strategy(n).needs_gradient_plans]

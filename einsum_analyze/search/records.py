@@ -178,6 +178,7 @@ class LimitRow:
         inference_peak_bytes: Its inference peak, inputs included.
         strategies: Each strategy on that path.
         best: The recommended plan within the limit (None without a search).
+        fits: Whether ``best`` fits the training budget (None without one).
         warnings: What the planner said about the limit.
     """
 
@@ -190,6 +191,7 @@ class LimitRow:
     inference_peak_bytes: int
     strategies: tuple[StrategyResult, ...]
     best: PlanScore | None = None
+    fits: bool | None = None
     warnings: tuple[str, ...] = ()
 
     def to_dict(self, itemsize: int, budget: int | None = None) -> dict[str, Any]:
@@ -213,5 +215,6 @@ class LimitRow:
                 for s in self.strategies
             ],
             "best": self.best.to_dict(itemsize) if self.best is not None else None,
+            "best_fits_budget": self.fits,
             "warnings": list(self.warnings),
         }
