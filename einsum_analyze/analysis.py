@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._types import DTYPE_ITEMSIZE
 from .equation import parse_equation, shapes_from_sizes
@@ -16,6 +16,7 @@ from .parsing import parse_bytes, parse_operand_list
 from .planning import Plan, parse_memory_limit, plan_contraction
 from .report import Report, environment
 from .search import (
+    RECOMMENDED_LABEL,
     BudgetSummary,
     LimitRow,
     Objective,
@@ -35,6 +36,9 @@ from .strategies import (
     get_strategy,
     plan_gradients,
 )
+
+if TYPE_CHECKING:
+    from .execution import Run
 
 __all__ = ["analyze", "execute"]
 
@@ -410,8 +414,9 @@ def execute(
             raise PlanningError(f"--max-memory: {err}") from err
     chosen = resolve_devices(devices)
     start = time.perf_counter()
+    runnable, label = _with_recommended(report)
     runs, notes = execute_report(
-        report,
+        runnable,
         devices=chosen,
         backend="numpy" if backend == "numpy" else "torch",
         repeats=repeats,
@@ -424,7 +429,63 @@ def execute(
     environment = dict(report.environment)
     environment.update(_torch_environment(chosen))
     environment["execution_s"] = time.perf_counter() - start
-    return replace(report, runs=runs, warnings=report.warnings + notes, environment=environment)
+    recommended = report.recommended
+    if recommended is not None and label is not None:
+        recommended = replace(recommended, label=label,
+                              measured=_measured(runs, label, report.itemsize))
+    return replace(report, runs=runs, warnings=report.warnings + notes, environment=environment,
+                   recommended=recommended)
+
+
+def _with_recommended(report: Report) -> tuple[Report, str | None]:
+    """The report to run, so that the recommended plan is among the runs, and its label.
+
+    The recommended plan is the run of the report's own strategy when it is that
+    strategy on the report's path with the same schedule; otherwise its result (events
+    for its own path) is run beside the others under :data:`RECOMMENDED_LABEL`.
+    """
+    rec = report.recommended
+    if rec is None:
+        return report, None
+    for strategy in report.strategies:
+        if strategy.name == rec.plan.strategy and strategy.events == rec.plan.result.events:
+            return report, strategy.name
+    extra = replace(rec.plan.result, name=RECOMMENDED_LABEL)
+    return replace(report, strategies=(*report.strategies, extra)), RECOMMENDED_LABEL
+
+
+def _measured(runs: Sequence[Run], label: str, itemsize: int) -> tuple[dict[str, Any], ...]:
+    """Per device: the recommended run's figures and its ratios to torch autograd's."""
+    del itemsize
+    found: list[dict[str, Any]] = []
+    for run in runs:
+        if run.strategy != label or run.is_baseline:
+            continue
+        entry: dict[str, Any] = {"device": run.device, "backend": run.backend,
+                                 "skipped": run.skipped}
+        torch_run = next((r for r in runs if r.strategy == "torch-autograd"
+                          and r.device == run.device and r.skipped is None), None)
+        total = _seconds(run)
+        entry.update({
+            "forward_backward_s": total,
+            "peak_bytes_measured": run.peak_bytes_measured,
+            "peak_bytes_predicted": run.peak_bytes_predicted,
+            "max_grad_error": run.max_grad_error,
+        })
+        if torch_run is not None:
+            reference = _seconds(torch_run)
+            if total is not None and reference:
+                entry["time_vs_torch"] = total / reference
+            if run.peak_bytes_measured is not None and torch_run.peak_bytes_measured:
+                entry["peak_vs_torch"] = run.peak_bytes_measured / torch_run.peak_bytes_measured
+        found.append(entry)
+    return tuple(found)
+
+
+def _seconds(run: Run) -> float | None:
+    if run.forward is None:
+        return None
+    return run.forward.median_s + (run.backward.median_s if run.backward else 0.0)
 
 
 def _torch_environment(devices: Sequence[str]) -> dict[str, Any]:
