@@ -7,8 +7,8 @@ notes and are ignored. Each case has a ``name``, an
 ``memory_limit`` (one limit, or a list of limits to sweep: ``["none", "1e6",
 "max_input"]`` or ``"none,1e6"``), ``grad``, ``strategy``, ``budget`` (a training budget,
 e.g. ``"40GiB"``), ``objective`` (``flops``, ``memory`` or ``balanced``) and ``budgets``;
-``kind`` and ``description`` are free text. Values come from the case, else the file's ``defaults``, else the
-command line.
+``kind`` and ``description`` are free text. Values come from the case, else the file's
+``defaults``, else the command line.
 
 A case that cannot be read or analysed becomes an error entry and the others still run:
 problems of the file itself (unparsable, no list of cases) raise :class:`InputFileError`.

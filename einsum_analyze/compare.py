@@ -455,7 +455,9 @@ def _compare_limits(
                                   status="added" if old is None else "removed",
                                   detail="a limit of the sweep (a change of input)"))
             continue
-        for figure, unit in (("forward_flops", "flops"), ("inference_peak_bytes", "bytes")):
+        row_figures: tuple[tuple[str, Unit], ...] = (
+            ("forward_flops", "flops"), ("inference_peak_bytes", "bytes"))
+        for figure, unit in row_figures:
             _add(changes, case, subject, figure, unit, _number(old.get(figure)),
                  _number(new.get(figure)), "exact", tolerance)
         old_s, new_s = _by_name(old.get("strategies")), _by_name(new.get("strategies"))
@@ -507,7 +509,9 @@ def _compare_recommended(
             inputs_same = False
     if not inputs_same:
         return
-    for figure, unit in (("training_flops", "flops"), ("peak_bytes", "bytes")):
+    plan_figures: tuple[tuple[str, Unit], ...] = (
+        ("training_flops", "flops"), ("peak_bytes", "bytes"))
+    for figure, unit in plan_figures:
         _add(changes, case, "recommended", figure, unit, _number(old.get(figure)),
              _number(new.get(figure)), "exact", tolerance)
 

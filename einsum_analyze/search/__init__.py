@@ -14,15 +14,6 @@ Labels and sizes only: nothing here imports torch, click or rich.
 from __future__ import annotations
 
 from .candidates import candidate_paths, cotengra_available
-from .records import (
-    OBJECTIVES,
-    BudgetSummary,
-    LimitRow,
-    Objective,
-    PlanScore,
-    Recommendation,
-    SearchResult,
-)
 from .recommend import (
     RECOMMENDED_LABEL,
     check_objective,
@@ -32,6 +23,15 @@ from .recommend import (
     recommend,
     score_path,
     search_plans,
+)
+from .records import (
+    OBJECTIVES,
+    BudgetSummary,
+    LimitRow,
+    Objective,
+    PlanScore,
+    Recommendation,
+    SearchResult,
 )
 
 __all__ = [

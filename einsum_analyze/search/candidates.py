@@ -63,10 +63,10 @@ def _opt_einsum(equation: Equation, name: str, limit: int | None, **options: Any
 
 def cotengra_path(equation: Equation, minimize: str = "flops", repeats: int = 16,
                   seed: int = 0) -> LinearPath | None:
-    """cotengra's hyper-optimized path (greedy method, in process); None if absent."""
+    """Cotengra's hyper-optimized path (greedy method, in process); None if absent."""
     if not cotengra_available() or equation.num_operands < 3:
         return None
-    import cotengra
+    import cotengra  # type: ignore[import-untyped]
 
     inputs = [tuple(t) for t in equation.terms]
     optimizer = cotengra.HyperOptimizer(

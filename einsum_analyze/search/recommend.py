@@ -21,6 +21,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+from .._types import LinearPath
 from ..equation import Equation
 from ..errors import PlanningError
 from ..planning import Plan
@@ -196,7 +197,7 @@ def search_plans(
     if costly and grad:
         key = objective_key(objective)
         ranked = sorted(scored, key=key) if scored else []
-        chosen: list[tuple[int, ...]] = []
+        chosen: list[LinearPath] = []
         for plan_score in [*ranked, *pareto_front(scored)]:
             if plan_score.path not in chosen:
                 chosen.append(plan_score.path)
