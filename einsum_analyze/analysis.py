@@ -40,7 +40,10 @@ from .strategies import (
 if TYPE_CHECKING:
     from .execution import Run
 
-__all__ = ["analyze", "execute"]
+__all__ = ["MIN_SEARCH_TIME", "analyze", "execute"]
+
+MIN_SEARCH_TIME = 0.1
+"""Seconds of path re-contraction each limit of a sweep gets at least."""
 
 
 def analyze(
@@ -57,7 +60,7 @@ def analyze(
     budget: int | str | None = None,
     objective: str | None = None,
     cotengra: bool | None = False,
-    search_time: float = 1.0,
+    search_time: float = 0.5,
 ) -> Report:
     """Analyse an einsum: normalise it, plan its forward path, replay its memory.
 
@@ -91,7 +94,8 @@ def analyze(
             recommend one. None: search only with a budget or a limit sweep (then
             ``"flops"``).
         cotengra: Add cotengra's hyper-optimizer to the candidates (None: when installed).
-        search_time: Seconds the search may spend re-contracting paths, per limit.
+        search_time: Seconds the search may spend re-contracting paths, shared by the
+            limits of a sweep (at least :data:`MIN_SEARCH_TIME` each).
 
     Returns:
         The :class:`Report`.
@@ -114,7 +118,7 @@ def analyze(
     common: dict[str, Any] = dict(
         sizes=sizes, optimize=optimize, dtype=dtype, grad=grad, strategies=strategies,
         strategy_options=options, budget_bytes=budget_bytes, objective=chosen_objective,
-        cotengra=cotengra, search_time=search_time,
+        cotengra=cotengra, search_time=max(search_time / len(limits), MIN_SEARCH_TIME),
     )
     report = _analyze_one(equation, shapes, memory_limit=limits[0], **common)
     if len(limits) == 1:
@@ -318,7 +322,8 @@ def _search(
         name = optimize.lower() if isinstance(optimize, str) else "auto"
         found = search_plans(plan, operands, itemsize=itemsize, objective=objective,
                              budget=budget_bytes, memory_limit=memory_limit, optimize=name,
-                             time_limit=search_time, cotengra=cotengra)
+                             time_limit=search_time, cotengra=cotengra,
+                             known=[s for s in strategies if s.name != "torch-autograd"])
         recommended = recommend(found, budget_bytes)
     summary = None
     if budget_bytes is not None:

@@ -94,7 +94,7 @@ def candidate_paths(
     *,
     forward: Plan,
     memory_limit: int | None = None,
-    time_limit: float = 1.0,
+    time_limit: float = 0.5,
     cotengra: bool | None = None,
     random_samples: int = 16,
     seed: int = 0,

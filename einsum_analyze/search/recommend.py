@@ -26,7 +26,9 @@ from ..equation import Equation
 from ..errors import PlanningError
 from ..planning import Plan
 from ..strategies import (
+    LARGE_NETWORK,
     GradientPlan,
+    StrategyResult,
     build_strategy,
     get_strategy,
     plan_gradients,
@@ -49,9 +51,11 @@ __all__ = [
 RECOMMENDED_LABEL = "recommended"
 """The name the recommended plan's run carries when it is not one of the report's own."""
 
-TOP_FOR_GRADIENT_PLANS = 4
-"""Paths on which strategies that plan every gradient on its own (``independent``) are
-scored: the best few by reverse mode (each costs one gradient planning)."""
+TOP_FOR_GRADIENT_PLANS = 2
+"""Paths besides the forward path on which strategies that plan every gradient on its own
+(``independent``) are scored: the best few by the cheap strategies (each costs one
+gradient planning). None above :data:`~einsum_analyze.strategies.LARGE_NETWORK` operands,
+where one such planning takes seconds."""
 
 
 def check_objective(name: str) -> Objective:
@@ -121,13 +125,17 @@ def score_path(
     source: str,
     budget: int | None = None,
     gradients: GradientPlan | None = None,
+    known: StrategyResult | None = None,
 ) -> PlanScore:
-    """One strategy on one path, scored by our model."""
-    spec = get_strategy(strategy)
-    options = {"budget_bytes": budget} if budget is not None and "budget_bytes" in spec.options \
-        else None
-    result = build_strategy(strategy, plan, grad, itemsize=itemsize, gradients=gradients,
-                            options=options)
+    """One strategy on one path, scored by our model (``known``: its result, built)."""
+    if known is not None:
+        result = known
+    else:
+        spec = get_strategy(strategy)
+        options = ({"budget_bytes": budget}
+                   if budget is not None and "budget_bytes" in spec.options else None)
+        result = build_strategy(strategy, plan, grad, itemsize=itemsize, gradients=gradients,
+                                options=options)
     return PlanScore(
         path=tuple(tuple(s) for s in plan.path),
         source=source,
@@ -155,9 +163,10 @@ def search_plans(
     budget: int | None = None,
     memory_limit: int | None = None,
     optimize: str = "auto",
-    time_limit: float = 1.0,
+    time_limit: float = 0.5,
     cotengra: bool | None = False,
     strategies: Sequence[str] | None = None,
+    known: Sequence[StrategyResult] = (),
 ) -> SearchResult:
     """Search candidate paths and strategies for the training step (see the module).
 
@@ -172,6 +181,8 @@ def search_plans(
         time_limit: Seconds for path re-contraction.
         cotengra: Use cotengra's hyper-optimizer (None: when installed).
         strategies: Strategies to score (default: every one our executor runs).
+        known: Results already built on ``forward`` with the same options (the report's
+            strategies): reused, not built again.
     """
     start = time.perf_counter()
     equation = forward.equation
@@ -189,12 +200,20 @@ def search_plans(
     sources = {path: source for source, path in paths}
     cheap = [n for n in names if not get_strategy(n).needs_gradient_plans]
     costly = [n for n in names if get_strategy(n).needs_gradient_plans]
+    forward_path = tuple(tuple(step) for step in forward.path)
+    reuse = {r.name: r for r in known}
     scored: list[PlanScore] = []
     for path, plan in plans.items():
         for name in cheap:
             scored.append(score_path(plan, grad, name, itemsize=itemsize,
-                                     source=sources[path], budget=budget))
-    if costly and grad:
+                                     source=sources[path], budget=budget,
+                                     known=reuse.get(name) if path == forward_path else None))
+    for name in costly:
+        if name in reuse:
+            scored.append(score_path(forward, grad, name, itemsize=itemsize,
+                                     source=sources[forward_path], known=reuse[name]))
+    extra = TOP_FOR_GRADIENT_PLANS if equation.num_operands <= LARGE_NETWORK else 0
+    if costly and grad and extra:
         key = objective_key(objective)
         ranked = sorted(scored, key=key) if scored else []
         chosen: list[LinearPath] = []
@@ -203,7 +222,7 @@ def search_plans(
                 chosen.append(plan_score.path)
         if not chosen:
             chosen = list(plans)
-        for path in chosen[:TOP_FOR_GRADIENT_PLANS]:
+        for path in [p for p in chosen if p != forward_path or not reuse][:extra]:
             gradients = plan_gradients(equation, grad, optimize, forward=plans[path],
                                        memory_limit=memory_limit)
             for name in costly:
