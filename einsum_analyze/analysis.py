@@ -323,7 +323,9 @@ def _search(
         found = search_plans(plan, operands, itemsize=itemsize, objective=objective,
                              budget=budget_bytes, memory_limit=memory_limit, optimize=name,
                              time_limit=search_time, cotengra=cotengra,
-                             known=[s for s in strategies if s.name != "torch-autograd"])
+                             strategies=[s.name for s in strategies
+                                         if get_strategy(s.name).lowered],
+                             known=strategies)
         recommended = recommend(found, budget_bytes)
     summary = None
     if budget_bytes is not None:

@@ -51,7 +51,7 @@ __all__ = [
 RECOMMENDED_LABEL = "recommended"
 """The name the recommended plan's run carries when it is not one of the report's own."""
 
-TOP_FOR_GRADIENT_PLANS = 2
+TOP_FOR_GRADIENT_PLANS = 1
 """Paths besides the forward path on which strategies that plan every gradient on its own
 (``independent``) are scored: the best few by the cheap strategies (each costs one
 gradient planning). None above :data:`~einsum_analyze.strategies.LARGE_NETWORK` operands,
@@ -180,13 +180,15 @@ def search_plans(
         optimize: Optimizer of the gradient cores of strategies that plan them.
         time_limit: Seconds for path re-contraction.
         cotengra: Use cotengra's hyper-optimizer (None: when installed).
-        strategies: Strategies to score (default: every one our executor runs).
+        strategies: Strategies to score, those our executor runs (``lowered``) among
+            them (none such, or None: every one it runs).
         known: Results already built on ``forward`` with the same options (the report's
             strategies): reused, not built again.
     """
     start = time.perf_counter()
     equation = forward.equation
-    names = tuple(strategies) if strategies else search_strategies()
+    names = tuple(n for n in strategies or () if get_strategy(n).lowered) \
+        or search_strategies()
     tighter: tuple[int, ...] = ()
     if objective != "flops" or budget is not None:
         largest = max(
@@ -222,7 +224,8 @@ def search_plans(
                 chosen.append(plan_score.path)
         if not chosen:
             chosen = list(plans)
-        for path in [p for p in chosen if p != forward_path or not reuse][:extra]:
+        done = all(name in reuse for name in costly)
+        for path in [p for p in chosen if p != forward_path or not done][:extra]:
             gradients = plan_gradients(equation, grad, optimize, forward=plans[path],
                                        memory_limit=memory_limit)
             for name in costly:
