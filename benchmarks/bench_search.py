@@ -177,10 +177,11 @@ def timing_section(n: int, repeats: int) -> dict[str, Any]:
     rows, out = [], {}
     for strategies in (None, ["reverse"]):
         kw: dict[str, Any] = {} if strategies is None else {"strategies": strategies}
-        base, _ = timed(lambda: analyze(equation, shapes, **kw), repeats)
-        search, _ = timed(lambda: analyze(equation, shapes, objective="flops", **kw), repeats)
-        sweep, _ = timed(lambda: analyze(equation, shapes, objective="flops",
-                                         memory_limit="none,max_input", **kw), repeats)
+        base, _ = timed(lambda kw=kw: analyze(equation, shapes, **kw), repeats)
+        search, _ = timed(lambda kw=kw: analyze(equation, shapes, objective="flops", **kw),
+                          repeats)
+        sweep, _ = timed(lambda kw=kw: analyze(equation, shapes, objective="flops",
+                                               memory_limit="none,max_input", **kw), repeats)
         label = "default strategies" if strategies is None else "reverse only"
         added = sweep - base
         rows.append([label, f"{base:.2f}", f"{search - base:+.2f}", f"{added:+.2f}",
