@@ -60,7 +60,7 @@ def analyze(
     budget: int | str | None = None,
     objective: str | None = None,
     cotengra: bool | None = False,
-    search_time: float = 0.5,
+    search_time: float = 0.3,
 ) -> Report:
     """Analyse an einsum: normalise it, plan its forward path, replay its memory.
 

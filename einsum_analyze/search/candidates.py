@@ -18,6 +18,7 @@ Every path meets the memory limit where one is given (paths that break it are dr
 from __future__ import annotations
 
 import importlib.util
+import math
 import random
 import time
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from typing import Any
 from .._types import LinearPath
 from ..equation import Equation
 from ..planning import Plan
-from .tree import NodeCost, TreeModel, optimise_path
+from .tree import NodeCost, TreeModel, linear_to_tree, optimise_path
 
 __all__ = ["DP_LIMIT", "candidate_paths", "cotengra_available", "cotengra_path"]
 
@@ -88,13 +89,18 @@ def _meets(equation: Equation, path: LinearPath, limit: int | None) -> bool:
     return all(step.output_elements <= limit for step in plan.steps[:-1])
 
 
+def _path_cost(path: LinearPath, model: TreeModel) -> float:
+    tree = linear_to_tree(path, model.equation.num_operands)
+    return math.inf if tree is None else model.tree_cost(tree)
+
+
 def candidate_paths(
     equation: Equation,
     grad: Sequence[int],
     *,
     forward: Plan,
     memory_limit: int | None = None,
-    time_limit: float = 0.5,
+    time_limit: float = 0.3,
     cotengra: bool | None = None,
     random_samples: int = 16,
     seed: int = 0,
@@ -151,7 +157,9 @@ def candidate_paths(
                                          ("training-flops", 5), ("retained", 5)]
     for kind, width in jobs:
         model = TreeModel(equation, grad_mask, memory_limit, kind)
-        for path, source in starts:
+        # The cheapest trees first: they lead to the best ones soonest.
+        ordered = sorted(starts, key=lambda item, m=model: _path_cost(item[0], m))
+        for path, source in ordered:
             if time.perf_counter() > deadline:
                 break
             better = optimise_path(path, model, width=width, deadline=deadline)

@@ -163,7 +163,7 @@ def search_plans(
     budget: int | None = None,
     memory_limit: int | None = None,
     optimize: str = "auto",
-    time_limit: float = 0.5,
+    time_limit: float = 0.3,
     cotengra: bool | None = False,
     strategies: Sequence[str] | None = None,
     known: Sequence[StrategyResult] = (),
