@@ -149,3 +149,29 @@ def test_compare_still_finds_a_regression_of_the_recommended_plan():
     after["recommended"]["training_flops"] += 1
     comparison = compare_reports(before, after)
     assert [c.figure for c in comparison.regressions] == ["training_flops"]
+
+
+def test_the_search_imports_neither_torch_click_nor_rich():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from einsum_analyze import analyze\n"
+        "r = analyze('ab,bc,cd->ad', [(2, 3), (3, 4), (4, 5)], memory_limit='none,max_input',"
+        " budget='1KiB', objective='balanced')\n"
+        "assert r.recommended is not None\n"
+        "print(sorted(m for m in ('click', 'rich', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_comparisons_of_sweeps_validate_against_the_comparison_schema():
+    from einsum_analyze.compare import load_comparison_schema
+
+    eq, shapes = "abc,bd,de,ef->af", [(8, 6, 5), (6, 40), (40, 40), (40, 3)]
+    before = analyze(eq, shapes, memory_limit="none,100", objective="flops").to_dict()
+    after = analyze(eq, shapes, memory_limit="none,100,max_input", objective="flops").to_dict()
+    jsonschema.validate(compare_reports(before, after).to_dict(), load_comparison_schema())

@@ -20,6 +20,7 @@ MODULES = [
     "einsum_analyze.timing",
     "einsum_analyze.memory",
     "einsum_analyze.backends.torch_backend",
+    "einsum_analyze.search.recommend",
 ]
 
 
