@@ -15,7 +15,8 @@
     (HyperOptimizer, greedy method, in process) scored by our model (reverse mode); no
     point of our Pareto front may be dominated by one of them. Ratios: our least training
     FLOPs and least peak over cotengra's best, per network; the search runs without and
-    with cotengra among its candidates.
+    with ``cotengra=True`` (its candidates then hold those same seeded trees, re-contracted
+    further by our sub-tree program).
 (d) Analysis time at 200 tensors: ``analyze`` alone, then with ``objective="flops"``, then
     with the limit sweep ``"none,max_input"`` as well. Target: at most 2 s more.
 
@@ -137,7 +138,7 @@ def cotengra_section(networks: list[tuple[str, str, list[Any]]]) -> dict[str, An
         grad = tuple(range(eq.num_operands))
         theirs = {}
         for minimize in ("flops", "write", "combo"):
-            path = cotengra_path(eq, minimize)
+            path = cotengra_path(eq, minimize)  # seeded: the trees the search sees
             if path is not None:
                 theirs[minimize] = score_path(Plan.from_path(eq, path), grad, "reverse",
                                               itemsize=4, source=f"cotengra-{minimize}")

@@ -6,9 +6,10 @@ Sources, each tagged with its name in the report:
 - opt_einsum's ``greedy``, and ``dp`` minimising FLOPs and size on networks small
   enough for it (:data:`DP_LIMIT` operands);
 - ``random-greedy``: opt_einsum's random-greedy samples, seeded;
-- ``cotengra``: cotengra's hyper-optimizer when it is installed (the ``cotengra``
-  extra), run in this process with ``parallel=False`` and its greedy method only, since
-  its process pools have been seen to hang inside a multiprocessing child;
+- ``cotengra-flops``, ``cotengra-write``, ``cotengra-combo``: cotengra's hyper-optimizer
+  for each target when asked for (the ``cotengra`` extra), run in this process with
+  ``parallel=False``, its greedy method only and a fixed seed, since its process pools
+  have been seen to hang inside a multiprocessing child;
 - ``reconfigured(START, COST)``: each of those trees improved by exact sub-tree
   re-contraction (:mod:`.tree`) for reverse mode's training FLOPs or for a memory proxy.
 
@@ -29,7 +30,13 @@ from ..equation import Equation
 from ..planning import Plan
 from .tree import NodeCost, TreeModel, linear_to_tree, optimise_path
 
-__all__ = ["DP_LIMIT", "candidate_paths", "cotengra_available", "cotengra_path"]
+__all__ = [
+    "COTENGRA_OBJECTIVES",
+    "DP_LIMIT",
+    "candidate_paths",
+    "cotengra_available",
+    "cotengra_path",
+]
 
 DP_LIMIT = 24
 """Largest network that opt_einsum's ``dp`` plans as a candidate (it grows fast beyond)."""
@@ -53,8 +60,12 @@ def _opt_einsum(equation: Equation, name: str, limit: int | None, **options: Any
         elif name == "random-greedy":
             from opt_einsum.path_random import RandomGreedy
 
+            state = random.getstate()
             random.seed(options.pop("seed", 0))
-            found = RandomGreedy(parallel=False, **options)(inputs, output, sizes, limit)
+            try:
+                found = RandomGreedy(parallel=False, **options)(inputs, output, sizes, limit)
+            finally:
+                random.setstate(state)
         else:
             found = paths.get_path_fn(name)(inputs, output, sizes, limit)
     except (ValueError, KeyError, RuntimeError):
@@ -62,23 +73,39 @@ def _opt_einsum(equation: Equation, name: str, limit: int | None, **options: Any
     return tuple(tuple(int(i) for i in step) for step in found)
 
 
+COTENGRA_OBJECTIVES = ("flops", "write", "combo")
+"""cotengra's ``minimize`` targets whose trees are candidates."""
+
+
 def cotengra_path(equation: Equation, minimize: str = "flops", repeats: int = 16,
                   seed: int = 0) -> LinearPath | None:
-    """Cotengra's hyper-optimized path (greedy method, in process); None if absent."""
+    """Cotengra's hyper-optimized path (greedy method, in process, seeded); None if absent.
+
+    The same equation, target, repeats and seed give the same tree.
+    """
     if not cotengra_available() or equation.num_operands < 3:
         return None
     import cotengra  # type: ignore[import-untyped]
+    import numpy
 
     inputs = [tuple(t) for t in equation.terms]
-    optimizer = cotengra.HyperOptimizer(
-        methods=["greedy"], max_repeats=repeats, minimize=minimize, parallel=False,
-        progbar=False, seed=seed,
-    )
+    # cotengra draws from the global generators: seed them for repeatable trees, and
+    # leave the caller's states as they were.
+    state, numpy_state = random.getstate(), numpy.random.get_state()
+    random.seed(seed)
+    numpy.random.seed(seed)
     try:
+        optimizer = cotengra.HyperOptimizer(
+            methods=["greedy"], max_repeats=repeats, minimize=minimize, parallel=False,
+            progbar=False, seed=seed,
+        )
         tree = optimizer.search(inputs, tuple(equation.output), dict(equation.size_dict))
         path = tree.get_path()
     except Exception:  # noqa: BLE001  (an optional extra must not break the analysis)
         return None
+    finally:
+        random.setstate(state)
+        numpy.random.set_state(numpy_state)
     return tuple(tuple(int(i) for i in step) for step in path)
 
 
@@ -141,7 +168,8 @@ def candidate_paths(
                                          max_repeats=random_samples, seed=seed))
     use_cotengra = cotengra_available() if cotengra is None else cotengra
     if use_cotengra and memory_limit is None:
-        add("cotengra", cotengra_path(equation, "flops", seed=seed))
+        for target in COTENGRA_OBJECTIVES:
+            add(f"cotengra-{target}", cotengra_path(equation, target, seed=seed))
     grad_mask = sum(1 << k for k in grad)
     for tight in tighter_limits:
         if memory_limit is not None and tight >= memory_limit:
@@ -158,7 +186,8 @@ def candidate_paths(
     for kind, width in jobs:
         model = TreeModel(equation, grad_mask, memory_limit, kind)
         # The cheapest trees first: they lead to the best ones soonest.
-        ordered = sorted(starts, key=lambda item, m=model: _path_cost(item[0], m))
+        costs = {path: _path_cost(path, model) for path, _ in starts}
+        ordered = sorted(starts, key=lambda item: costs[item[0]])
         for path, source in ordered:
             if time.perf_counter() > deadline:
                 break
