@@ -140,15 +140,17 @@ def candidate_paths(
         grad: Operands that need a gradient (they steer the re-contraction).
         forward: The report's forward plan (always a candidate).
         memory_limit: Largest intermediate allowed, in elements.
-        time_limit: Seconds after which no further re-contraction starts.
+        time_limit: Seconds of re-contraction, above :data:`DP_LIMIT` operands (smaller
+            networks re-contract every candidate fully, so results do not depend on load).
         cotengra: Use cotengra: True, False, or None for "when installed".
         random_samples: Random-greedy samples.
         seed: Seed of the random samples.
         tighter_limits: Element limits under which greedy paths are planned too (and
             re-contracted under them), for plans of lower training peak.
     """
-    start = time.perf_counter()
-    deadline = start + time_limit
+    # Small networks re-contract fully, whatever the load (repeatable results); larger
+    # ones stop starting new work ``time_limit`` seconds after re-contraction begins.
+    deadline: float | None = None
     n = equation.num_operands
     found: dict[LinearPath, str] = {}
 
@@ -171,25 +173,33 @@ def candidate_paths(
         for target in COTENGRA_OBJECTIVES:
             add(f"cotengra-{target}", cotengra_path(equation, target, seed=seed))
     grad_mask = sum(1 << k for k in grad)
+    if n > DP_LIMIT:
+        deadline = time.perf_counter() + time_limit
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() > deadline
+
     for tight in tighter_limits:
         if memory_limit is not None and tight >= memory_limit:
             continue
         path = _opt_einsum(equation, "greedy", tight)
         add(f"greedy-limit-{tight}", path)
-        if path is not None and time.perf_counter() < deadline:
+        if path is not None and not late():
             model = TreeModel(equation, grad_mask, tight, "retained")
             add(f"reconfigured(greedy-limit-{tight}, retained)",
                 optimise_path(path, model, width=5, deadline=deadline))
     starts = list(found.items())
-    jobs: list[tuple[NodeCost, int]] = [("training-flops", 6), ("retained", 6),
-                                         ("training-flops", 5), ("retained", 5)]
+    # Six pieces a sub-tree on small networks; five on large ones, where a pass over
+    # every node must fit the time.
+    width = 6 if n <= DP_LIMIT else 5
+    jobs: list[tuple[NodeCost, int]] = [("training-flops", width), ("retained", width)]
     for kind, width in jobs:
         model = TreeModel(equation, grad_mask, memory_limit, kind)
         # The cheapest trees first: they lead to the best ones soonest.
         costs = {path: _path_cost(path, model) for path, _ in starts}
         ordered = sorted(starts, key=lambda item: costs[item[0]])
         for path, source in ordered:
-            if time.perf_counter() > deadline:
+            if late():
                 break
             better = optimise_path(path, model, width=width, deadline=deadline)
             add(f"reconfigured({source}, {kind})", better)
