@@ -10,8 +10,9 @@ Sources, each tagged with its name in the report:
   for each target when asked for (the ``cotengra`` extra), run in this process with
   ``parallel=False``, its greedy method only and a fixed seed, since its process pools
   have been seen to hang inside a multiprocessing child;
-- ``reconfigured(START, COST)``: each of those trees improved by exact sub-tree
-  re-contraction (:mod:`.tree`) for reverse mode's training FLOPs or for a memory proxy.
+- ``reconfigured(START, COST)``: the cheapest of those trees by COST
+  (:data:`RECONFIGURED_STARTS`) improved by exact sub-tree re-contraction
+  (:mod:`.tree`) for reverse mode's training FLOPs or for a memory proxy.
 
 Every path meets the memory limit where one is given (paths that break it are dropped).
 """
@@ -33,6 +34,7 @@ from .tree import NodeCost, TreeModel, linear_to_tree, optimise_path
 __all__ = [
     "COTENGRA_OBJECTIVES",
     "DP_LIMIT",
+    "RECONFIGURED_STARTS",
     "candidate_paths",
     "cotengra_available",
     "cotengra_path",
@@ -40,6 +42,10 @@ __all__ = [
 
 DP_LIMIT = 24
 """Largest network that opt_einsum's ``dp`` plans as a candidate (it grows fast beyond)."""
+
+
+RECONFIGURED_STARTS = 3
+"""Candidate trees re-contracted for each node cost: the cheapest few by that cost."""
 
 
 def cotengra_available() -> bool:
@@ -197,7 +203,7 @@ def candidate_paths(
         model = TreeModel(equation, grad_mask, memory_limit, kind)
         # The cheapest trees first: they lead to the best ones soonest.
         costs = {path: _path_cost(path, model) for path, _ in starts}
-        ordered = sorted(starts, key=lambda item: costs[item[0]])
+        ordered = sorted(starts, key=lambda item: costs[item[0]])[:RECONFIGURED_STARTS]
         for path, source in ordered:
             if late():
                 break
