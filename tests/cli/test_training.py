@@ -175,3 +175,18 @@ def test_comparisons_of_sweeps_validate_against_the_comparison_schema():
     before = analyze(eq, shapes, memory_limit="none,100", objective="flops").to_dict()
     after = analyze(eq, shapes, memory_limit="none,100,max_input", objective="flops").to_dict()
     jsonschema.validate(compare_reports(before, after).to_dict(), load_comparison_schema())
+
+
+def test_a_cases_file_budget_nothing_reaches_exits_1(tmp_path):
+    path = tmp_path / "cases.toml"
+    path.write_text(
+        '[[cases]]\nname = "tight"\nequation = "ab,bc,cd->ad"\n'
+        'sizes = {a = 4, b = 30, c = 30, d = 5}\nbudget = "100B"\n'
+        'memory_limit = ["none", "max_input"]\n\n'
+        '[[cases]]\nname = "loose"\nequation = "ab,bc->ac"\nshapes = [[2, 3], [3, 4]]\n'
+        'budget = "1MiB"\n'
+    )
+    result = invoke("--cases", str(path))
+    assert result.exit_code == 1
+    assert "case 'tight': budget on smallest reachable training peak" in result.stderr
+    assert "'loose'" not in result.stderr
