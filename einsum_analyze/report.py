@@ -199,6 +199,9 @@ class Report:
             data["gradients"] = self.gradients.to_dicts(itemsize)
         if self.strategies:
             data["strategies"] = [s.to_dict(itemsize) for s in self.strategies]
+            if self.budget is not None:
+                for entry in data["strategies"]:
+                    entry["fits_budget"] = entry["peak_bytes"] <= self.budget.budget_bytes
         if self.runs:
             data["runs"] = [run.to_dict() for run in self.runs]
         if self.budgets:

@@ -248,6 +248,9 @@ def test_a_budget_says_which_strategies_fit():
         strategy = next(s for s in report.strategies if s.name == name)
         assert peak == strategy.memory.peak_bytes and fits == (peak <= 10_000)
     assert report.recommended is not None and report.recommended.objective == "flops"
+    data = report.to_dict()
+    assert [s["fits_budget"] for s in data["strategies"]] == [f for *_, f in summary.strategies]
+    jsonschema.validate(data, load_schema())
 
 
 def test_a_budget_below_the_floor_recommends_the_least_peak_and_warns():
