@@ -4,9 +4,11 @@ A cases file (docs/ci.md) holds an optional ``defaults`` table and a list ``case
 (TOML ``[[cases]]``; in JSON a bare list is accepted too); other top-level keys are
 notes and are ignored. Each case has a ``name``, an
 ``equation``, ``shapes`` or ``sizes``, and optionally ``dtype``, ``optimize``,
-``memory_limit``, ``grad``, ``strategy`` and ``budgets``; ``kind`` and ``description``
-are free text. Values come from the case, else the file's ``defaults``, else the
-command line.
+``memory_limit`` (one limit, or a list of limits to sweep: ``["none", "1e6",
+"max_input"]`` or ``"none,1e6"``), ``grad``, ``strategy``, ``budget`` (a training budget,
+e.g. ``"40GiB"``), ``objective`` (``flops``, ``memory`` or ``balanced``) and ``budgets``;
+``kind`` and ``description`` are free text. Values come from the case, else the file's
+``defaults``, else the command line.
 
 A case that cannot be read or analysed becomes an error entry and the others still run:
 problems of the file itself (unparsable, no list of cases) raise :class:`InputFileError`.
@@ -45,7 +47,8 @@ __all__ = [
 CasesFormat = Literal["json", "toml"]
 CaseStatus = Literal["ok", "budget-exceeded", "error"]
 
-_OPTION_KEYS = ("dtype", "optimize", "memory_limit", "grad", "strategy", "budgets")
+_OPTION_KEYS = ("dtype", "optimize", "memory_limit", "grad", "strategy", "budgets", "budget",
+                "objective")
 _CASE_KEYS = frozenset(
     ("name", "equation", "shapes", "sizes", "kind", "description", *_OPTION_KEYS)
 )
@@ -58,18 +61,23 @@ class CaseDefaults:
     Attributes:
         dtype: Element type of byte figures.
         optimize: opt_einsum optimizer name.
-        memory_limit: The planner's limit (elements, ``"max_input"`` or bytes text).
+        memory_limit: The planner's limit (elements, ``"max_input"`` or bytes text), or
+            a list of limits to sweep (``None`` or ``"none"``: no limit).
         grad: Operands that need a gradient (``"all"``, ``"0,3"``, or positions).
         strategies: Backward strategies to model.
         budgets: Budgets every case is checked against; a case's own override them.
+        budget: Training budget on the peak (bytes or text such as ``"40GiB"``).
+        objective: The search's objective (None: search only with a budget or a sweep).
     """
 
     dtype: str = "float32"
     optimize: str = "auto"
-    memory_limit: int | str | None = None
+    memory_limit: int | str | tuple[int | str | None, ...] | None = None
     grad: str | tuple[int, ...] = "all"
     strategies: tuple[str, ...] = STRATEGIES
     budgets: Budgets = field(default_factory=Budgets)
+    budget: int | str | None = None
+    objective: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,6 +297,8 @@ def analyze_case(case: Case) -> Report:
         dtype=options.dtype,
         grad=options.grad,
         strategies=options.strategies,
+        budget=options.budget,
+        objective=options.objective,
     )
 
 
@@ -347,9 +357,16 @@ def _with_options(base: CaseDefaults, raw: Mapping[str, Any], *, where: str) -> 
                     raise InputFileError(f"{where} {key} is {value!r}; expected a name")
                 changes[key] = value
             case "memory_limit":
+                changes[key] = _memory_limit_value(value, where)
+            case "budget":
                 if isinstance(value, bool) or not isinstance(value, int | str):
-                    raise InputFileError(f"{where} memory_limit is {value!r}; expected elements, "
-                                     "'max_input' or bytes such as '512MiB'")
+                    raise InputFileError(f"{where} budget is {value!r}; expected bytes such "
+                                         "as '40GiB'")
+                changes[key] = value
+            case "objective":
+                if not isinstance(value, str):
+                    raise InputFileError(f"{where} objective is {value!r}; expected flops, "
+                                         "memory or balanced")
                 changes[key] = value
             case "grad":
                 if isinstance(value, list) and all(
@@ -372,3 +389,24 @@ def _with_options(base: CaseDefaults, raw: Mapping[str, Any], *, where: str) -> 
                 )
     return replace(base, **changes)
 
+
+
+def _memory_limit_value(
+    value: object, where: str
+) -> int | str | tuple[int | str | None, ...] | None:
+    """A case's ``memory_limit``: one limit, or a list of limits (``none`` for no limit)."""
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise InputFileError(f"{where} memory_limit is an empty list")
+    limits: list[int | str | None] = []
+    for item in items:
+        if item is None or (isinstance(item, str) and item.strip().lower() == "none"):
+            limits.append(None)
+        elif isinstance(item, bool) or not isinstance(item, int | str):
+            raise InputFileError(f"{where} memory_limit is {value!r}; expected elements, "
+                                 "'max_input', bytes such as '512MiB', or a list of them")
+        else:
+            limits.append(item)
+    if not isinstance(value, list):
+        return limits[0]
+    return tuple(limits)

@@ -55,7 +55,8 @@ default), or --budget-strategy NAME|all; --max-peak checks the forward peak
 when no strategy is modelled; --max-time checks every run's median forward +
 backward seconds (it passes when nothing ran). A cases file holds [[cases]]
 with name, equation, shapes or sizes, and optional dtype, optimize,
-memory_limit, grad, strategy and a budgets table; command-line options are
+memory_limit (one or a list), grad, strategy, budget, objective and a budgets
+table; command-line options are
 the defaults. 'einsum-analyze compare --help' explains comparison.
 
 \b
@@ -160,7 +161,29 @@ class _AnalyzeCommand(_OneLineErrors):
     "--memory-limit",
     metavar="LIMIT",
     help="Largest intermediate the planner may create: elements (opt_einsum's meaning), "
-    "max_input, or bytes with a unit (512MiB, 2GB; converted with --dtype).",
+    "max_input, or bytes with a unit (512MiB, 2GB; converted with --dtype). A comma list "
+    "(none,1e6,64KiB,max_input) compares the limits: one table row per limit, each with "
+    "its forward path, strategies and best plan.",
+)
+@click.option(
+    "--budget",
+    metavar="BYTES",
+    help="Training budget: the training peak, everything live inputs included (40GiB). "
+    "Each strategy says whether it fits; a plan is recommended within it. When no plan "
+    "fits, the smallest reachable peak is printed and the exit code is 1.",
+)
+@click.option(
+    "--objective",
+    metavar="NAME",
+    help="Search paths and strategies for the training step and recommend a plan: "
+    "flops (forward + backward + recompute), memory (training peak) or balanced "
+    "(FLOPs x peak). Default: flops when --budget or a limit list is given, else no search.",
+)
+@click.option(
+    "--cotengra/--no-cotengra",
+    default=False,
+    show_default=True,
+    help="Add cotengra's hyper-optimizer to the search's candidates (the cotengra extra).",
 )
 @click.option(
     "--dtype",
@@ -251,6 +274,9 @@ def cli(
     sizes: str | None,
     optimize: str,
     memory_limit: str | None,
+    budget: str | None,
+    objective: str | None,
+    cotengra: bool,
     dtype: str,
     grad: str,
     strategies: str,
@@ -281,7 +307,8 @@ def cli(
         budgets = _read_budgets(
             max_flops, max_backward_flops, max_peak, max_retained, max_time, budget_strategy
         )
-        settings = _Settings(optimize, memory_limit, dtype, grad, parse_strategy_names(strategies))
+        settings = _Settings(optimize, memory_limit, dtype, grad,
+                             parse_strategy_names(strategies), budget, objective, cotengra)
         run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force)
         if cases_path is not None:
             if equation is not None or shapes is not None or sizes is not None:
@@ -318,6 +345,9 @@ def _analyze(
         dtype=settings.dtype,
         grad=settings.grad,
         strategies=settings.strategies,
+        budget=settings.budget,
+        objective=settings.objective,
+        cotengra=settings.cotengra,
     )
     # Forward-only analysis (--strategy none) runs nothing unless a device was asked for.
     if devices != () and (report.strategies or devices is not None):
@@ -399,7 +429,8 @@ def _analyze_cases(
         raise InputError(f"the cases file {cases_path!r} is not UTF-8 text") from err
     defaults = CaseDefaults(dtype=settings.dtype, optimize=settings.optimize,
                             memory_limit=settings.memory_limit, grad=settings.grad,
-                            strategies=settings.strategies, budgets=budgets)
+                            strategies=settings.strategies, budgets=budgets,
+                            budget=settings.budget, objective=settings.objective)
     entries = parse_cases(text, fmt, defaults)
     devices = run.device_list()
 
@@ -436,6 +467,9 @@ class _Settings:
     dtype: str
     grad: str
     strategies: tuple[str, ...]
+    budget: str | None = None
+    objective: str | None = None
+    cotengra: bool = False
 
 
 @dataclass(frozen=True)

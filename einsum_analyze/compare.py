@@ -11,6 +11,13 @@ Rules (docs/ci.md):
   the tolerance (up to float rounding) is unchanged; with tolerance 0 any growth regresses.
 - A strategy, run or case present on one side only is ``added`` or ``removed``, not a
   regression. A batch case that had a report before and an error after is a regression.
+- A changed memory limit (``forward.memory_limit_elements``, or the list of a limit
+  sweep) is a change of input, never a regression: it is noted, and the figures that
+  depend on it (forward, strategies, recommended plan) are not compared. The rows of a
+  limit sweep are matched by limit: a limit on both sides is compared like the forward
+  pass and strategies (exact), a limit on one side only is ``added`` or ``removed``. A
+  changed training budget or objective is noted likewise, and the recommended plan is
+  compared (training FLOPs and peak, exact) only when both are unchanged.
 - Analysis time, versions and environment are never compared.
 
 Both documents must be both single or both batch reports, of this schema version or of
@@ -394,6 +401,11 @@ def _compare_single(
     if fwd_before.get("optimizer") != fwd_after.get("optimizer"):
         notes.append(f"{where}optimizer changed from {fwd_before.get('optimizer')!r} "
                      f"to {fwd_after.get('optimizer')!r}")
+    same_limit = _compare_limits(before, after, case, tolerance, changes, notes)
+    _compare_recommended(before, after, case, same_limit, tolerance, changes, notes)
+    if not same_limit:
+        _compare_runs(before, after, case, tolerance, changes)
+        return
     for figure, unit in _FORWARD_FIGURES:
         _add(changes, case, "forward", figure, unit, _number(fwd_before.get(figure)),
              _number(fwd_after.get(figure)), "exact", tolerance)
@@ -404,6 +416,113 @@ def _compare_single(
         for figure, unit in _STRATEGY_FIGURES:
             _add(changes, case, f"strategy {name}", figure, unit, _number(old.get(figure)),
                  _number(new.get(figure)), "exact", tolerance)
+    _compare_runs(before, after, case, tolerance, changes)
+
+
+def _limit_key(report: Mapping[str, Any]) -> tuple[object, ...]:
+    """The memory limit(s) a report was analysed under: its input, not a figure."""
+    rows = report.get("memory_limits")
+    if isinstance(rows, list) and rows:
+        return tuple(row.get("limit_elements") for row in rows if isinstance(row, Mapping))
+    forward = report.get("forward", {})
+    return (forward.get("memory_limit_elements") if isinstance(forward, Mapping) else None,)
+
+
+def _compare_limits(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    case: str | None,
+    tolerance: float,
+    changes: list[Change],
+    notes: list[str],
+) -> bool:
+    """Note a changed limit; compare sweep rows by limit. Whether the limit is unchanged."""
+    where = f"case {case!r}: " if case is not None else ""
+    old_key, new_key = _limit_key(before), _limit_key(after)
+    same = old_key[:1] == new_key[:1]
+    if old_key != new_key:
+        notes.append(f"{where}memory limit changed from {_limit_text(old_key)} to "
+                     f"{_limit_text(new_key)}: a change of input, not a regression"
+                     + ("" if same else "; the figures that depend on it are not compared"))
+    rows_before = _rows_by_limit(before.get("memory_limits"))
+    rows_after = _rows_by_limit(after.get("memory_limits"))
+    for limit in _union(rows_before, rows_after):
+        old, new = rows_before.get(limit), rows_after.get(limit)
+        subject = f"memory limit {limit}"
+        if old is None or new is None:
+            changes.append(Change(case=case, subject=subject, figure="", unit="", before=None,
+                                  after=None, rule="presence",
+                                  status="added" if old is None else "removed",
+                                  detail="a limit of the sweep (a change of input)"))
+            continue
+        row_figures: tuple[tuple[str, Unit], ...] = (
+            ("forward_flops", "flops"), ("inference_peak_bytes", "bytes"))
+        for figure, unit in row_figures:
+            _add(changes, case, subject, figure, unit, _number(old.get(figure)),
+                 _number(new.get(figure)), "exact", tolerance)
+        old_s, new_s = _by_name(old.get("strategies")), _by_name(new.get("strategies"))
+        for name in _union(old_s, new_s):
+            for figure, unit in _STRATEGY_FIGURES:
+                _add(changes, case, f"{subject}, strategy {name}", figure, unit,
+                     _number(old_s.get(name, {}).get(figure)),
+                     _number(new_s.get(name, {}).get(figure)), "exact", tolerance)
+    return same
+
+
+def _limit_text(key: tuple[object, ...]) -> str:
+    texts = ["none" if value is None else f"{value} elements" for value in key]
+    return ", ".join(texts) if len(texts) > 1 else texts[0]
+
+
+def _rows_by_limit(rows: object) -> dict[str, Mapping[str, Any]]:
+    if not isinstance(rows, list):
+        return {}
+    found: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        if isinstance(row, Mapping):
+            value = row.get("limit_elements")
+            found.setdefault("none" if value is None else f"{value} elements", row)
+    return found
+
+
+def _compare_recommended(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    case: str | None,
+    same_limit: bool,
+    tolerance: float,
+    changes: list[Change],
+    notes: list[str],
+) -> None:
+    """The recommended plan's training FLOPs and peak, when its inputs are unchanged."""
+    where = f"case {case!r}: " if case is not None else ""
+    old, new = before.get("recommended"), after.get("recommended")
+    if not isinstance(old, Mapping) and not isinstance(new, Mapping):
+        return
+    old = old if isinstance(old, Mapping) else {}
+    new = new if isinstance(new, Mapping) else {}
+    inputs_same = same_limit
+    for key in ("budget_bytes", "objective"):
+        if old and new and old.get(key) != new.get(key):
+            notes.append(f"{where}recommended plan's {key} changed from {old.get(key)!r} to "
+                         f"{new.get(key)!r}: a change of input, not a regression")
+            inputs_same = False
+    if not inputs_same:
+        return
+    plan_figures: tuple[tuple[str, Unit], ...] = (
+        ("training_flops", "flops"), ("peak_bytes", "bytes"))
+    for figure, unit in plan_figures:
+        _add(changes, case, "recommended", figure, unit, _number(old.get(figure)),
+             _number(new.get(figure)), "exact", tolerance)
+
+
+def _compare_runs(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    case: str | None,
+    tolerance: float,
+    changes: list[Change],
+) -> None:
     runs_before = _runs_by_key(before.get("runs"))
     runs_after = _runs_by_key(after.get("runs"))
     for key in _union(runs_before, runs_after):

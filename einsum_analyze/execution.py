@@ -26,6 +26,7 @@ from .backends.runners import run_strategy
 from .errors import BackendUnavailableError, PlanningError
 from .parsing import parse_bytes
 from .report import Report
+from .search import RECOMMENDED_LABEL
 from .strategies import StrategyResult
 
 __all__ = ["BASELINES", "CUDA_GRANULARITY", "Run", "execute", "execute_report",
@@ -318,8 +319,9 @@ def execute(
         if reason is not None:
             raise BackendUnavailableError(reason)
     start = time.perf_counter()
+    runnable, label = _with_recommended(report)
     runs, notes = execute_report(
-        report,
+        runnable,
         devices=chosen,
         backend=backend,
         repeats=repeats,
@@ -332,7 +334,61 @@ def execute(
     environment = dict(report.environment)
     environment.update(torch_environment(chosen))
     environment["execution_s"] = time.perf_counter() - start
-    return replace(report, runs=runs, warnings=report.warnings + notes, environment=environment)
+    recommended = report.recommended
+    if recommended is not None and label is not None:
+        recommended = replace(recommended, label=label, measured=_measured(runs, label))
+    return replace(report, runs=runs, warnings=report.warnings + notes, environment=environment,
+                   recommended=recommended)
+
+
+def _with_recommended(report: Report) -> tuple[Report, str | None]:
+    """The report to run, so that the recommended plan is among the runs, and its label.
+
+    The recommended plan is the run of the report's own strategy when it is that
+    strategy on the report's path with the same schedule; otherwise its result (events
+    for its own path) is run beside the others under :data:`RECOMMENDED_LABEL`.
+    """
+    rec = report.recommended
+    if rec is None:
+        return report, None
+    for strategy in report.strategies:
+        if strategy.name == rec.plan.strategy and strategy.events == rec.plan.result.events:
+            return report, strategy.name
+    extra = replace(rec.plan.result, name=RECOMMENDED_LABEL)
+    return replace(report, strategies=(*report.strategies, extra)), RECOMMENDED_LABEL
+
+
+def _measured(runs: Sequence[Run], label: str) -> tuple[dict[str, Any], ...]:
+    """Per device: the recommended run's figures and its ratios to torch autograd's."""
+    found: list[dict[str, Any]] = []
+    for run in runs:
+        if run.strategy != label or run.is_baseline:
+            continue
+        entry: dict[str, Any] = {"device": run.device, "backend": run.backend,
+                                 "skipped": run.skipped}
+        torch_run = next((r for r in runs if r.strategy == "torch-autograd"
+                          and r.device == run.device and r.skipped is None), None)
+        total = _seconds(run)
+        entry.update({
+            "forward_backward_s": total,
+            "peak_bytes_measured": run.peak_bytes_measured,
+            "peak_bytes_predicted": run.peak_bytes_predicted,
+            "max_grad_error": run.max_grad_error,
+        })
+        if torch_run is not None:
+            reference = _seconds(torch_run)
+            if total is not None and reference:
+                entry["time_vs_torch"] = total / reference
+            if run.peak_bytes_measured is not None and torch_run.peak_bytes_measured:
+                entry["peak_vs_torch"] = run.peak_bytes_measured / torch_run.peak_bytes_measured
+        found.append(entry)
+    return tuple(found)
+
+
+def _seconds(run: Run) -> float | None:
+    if run.forward is None:
+        return None
+    return run.forward.median_s + (run.backward.median_s if run.backward else 0.0)
 
 
 def torch_environment(devices: Sequence[str]) -> dict[str, Any]:
