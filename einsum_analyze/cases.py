@@ -302,6 +302,9 @@ def _load(text: str, fmt: CasesFormat) -> object:
                     f"cases file is not valid JSON: {err.msg} at line {err.lineno} "
                     f"column {err.colno}"
                 ) from err
+            except (ValueError, RecursionError) as err:  # huge integers, deep nesting
+                raise InputFileError(f"cases file is not readable JSON: {_first_line(err)}") \
+                    from err
         case "toml":
             if sys.version_info >= (3, 11):
                 import tomllib
@@ -311,7 +314,15 @@ def _load(text: str, fmt: CasesFormat) -> object:
                 return tomllib.loads(text)
             except tomllib.TOMLDecodeError as err:
                 raise InputFileError(f"cases file is not valid TOML: {err}") from err
+            except (ValueError, RecursionError) as err:  # huge integers, deep nesting
+                raise InputFileError(f"cases file is not readable TOML: {_first_line(err)}") \
+                    from err
     raise AssertionError(f"unknown cases format {fmt!r}")
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).splitlines()
+    return text[0] if text else type(err).__name__
 
 
 def _read_case(name: str, raw: Mapping[str, Any], base: CaseDefaults) -> Case:

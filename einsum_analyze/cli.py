@@ -559,6 +559,11 @@ def _read_report(path: str, which: str) -> Any:
         raise InputError(f"cannot read {which} report {path!r}: {err.strerror}") from err
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise InputError(f"{which} report {path!r} is not JSON: {err}") from err
+    except RecursionError as err:
+        raise InputError(f"{which} report {path!r} is JSON nested too deeply to read") from err
+    except ValueError as err:  # e.g. an integer of more digits than Python converts
+        raise InputError(f"{which} report {path!r} is not readable JSON: "
+                         f"{str(err).splitlines()[0]}") from err
 
 
 def main() -> None:

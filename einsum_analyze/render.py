@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .backends.base import Run
+from .formatting import format_bytes, format_count, format_seconds
 from .planning import Step
 from .report import BudgetCheck, Report
 
@@ -32,36 +33,6 @@ __all__ = [
 MAX_STEP_ROWS = 40
 
 T = TypeVar("T")
-
-
-def format_bytes(value: float) -> str:
-    """Bytes in IEC units for display: ``1536 -> '1.50 KiB'``."""
-    amount = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(amount) < 1024 or unit == "PiB":
-            return f"{int(amount)} B" if unit == "B" else f"{amount:.2f} {unit}"
-        amount /= 1024
-    raise AssertionError("unreachable")
-
-
-def format_count(value: int) -> str:
-    """Counts exact below a million, else in scientific notation: ``10616832 -> '1.06e7'``."""
-    if abs(value) < 1_000_000:
-        return f"{value:,}"
-    if abs(value) < 10**300:
-        mantissa, exponent = f"{value:.2e}".split("e")
-        return f"{mantissa}e{int(exponent)}"
-    digits = str(abs(value))  # beyond a float's range: read the digits
-    sign = "-" if value < 0 else ""
-    return f"{sign}{digits[0]}.{digits[1:3]}e{len(digits) - 1}"
-
-
-def format_seconds(value: float) -> str:
-    """Seconds in the unit that suits them: ``0.0123 -> '12.3 ms'``."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
 
 
 def _costliest(
