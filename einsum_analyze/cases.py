@@ -4,8 +4,9 @@ A cases file (docs/ci.md) holds an optional ``defaults`` table and a list ``case
 (TOML ``[[cases]]``; in JSON a bare list is accepted too); other top-level keys are
 notes and are ignored. Each case has a ``name``, an
 ``equation``, ``shapes`` or ``sizes``, and optionally ``dtype``, ``optimize``,
-``memory_limit``, ``grad``, ``strategy`` and ``budgets``; ``kind`` and ``description``
-are free text. Values come from the case, else the file's ``defaults``, else the
+``memory_limit``, ``grad``, ``strategy``, ``budgets`` and the run options ``device``,
+``repeats`` and ``warmup``; ``kind`` and ``description`` are free text. An unknown key,
+in a case or in ``defaults``, is an error that names it. Values come from the case, else the file's ``defaults``, else the
 command line.
 
 A case that cannot be read or analysed becomes an error entry and the others still run:
@@ -45,7 +46,8 @@ __all__ = [
 CasesFormat = Literal["json", "toml"]
 CaseStatus = Literal["ok", "budget-exceeded", "error"]
 
-_OPTION_KEYS = ("dtype", "optimize", "memory_limit", "grad", "strategy", "budgets")
+_OPTION_KEYS = ("dtype", "optimize", "memory_limit", "grad", "strategy", "budgets",
+                "device", "repeats", "warmup")
 _CASE_KEYS = frozenset(
     ("name", "equation", "shapes", "sizes", "kind", "description", *_OPTION_KEYS)
 )
@@ -62,6 +64,9 @@ class CaseDefaults:
         grad: Operands that need a gradient (``"all"``, ``"0,3"``, or positions).
         strategies: Backward strategies to model.
         budgets: Budgets every case is checked against; a case's own override them.
+        devices: Where the case runs (``("cpu",)``, ``("none",)``); None: the command line's.
+        repeats: Timed blocks per phase; None: the command line's.
+        warmup: Untimed calls first; None: the command line's.
     """
 
     dtype: str = "float32"
@@ -70,6 +75,9 @@ class CaseDefaults:
     grad: str | tuple[int, ...] = "all"
     strategies: tuple[str, ...] = STRATEGIES
     budgets: Budgets = field(default_factory=Budgets)
+    devices: tuple[str, ...] | None = None
+    repeats: int | None = None
+    warmup: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,10 +228,16 @@ def parse_cases(
     file_defaults = data.get("defaults", {})
     if not isinstance(file_defaults, dict):
         raise InputFileError("cases file 'defaults' must be a table")
+    unknown = sorted(set(file_defaults) - set(_OPTION_KEYS))
+    if unknown:
+        raise InputFileError(
+            f"cases file 'defaults' has unknown key {unknown[0]!r}; expected: "
+            f"{', '.join(sorted(_OPTION_KEYS))}"
+        )
     try:
         base = _with_options(base, file_defaults, where="defaults")
     except EinsumAnalyzeError as err:
-        raise InputFileError(f"cases file 'defaults': {err}") from err
+        raise InputFileError(f"cases file {err}") from err
     entries: list[CaseEntry] = []
     seen: set[str] = set()
     for number, raw in enumerate(raw_cases):
@@ -374,6 +388,21 @@ def _with_options(base: CaseDefaults, raw: Mapping[str, Any], *, where: str) -> 
                                      "text such as '0,3' or a list of positions")
             case "strategy":
                 changes["strategies"] = parse_strategy_names(value, where)
+            case "device":
+                if isinstance(value, str):
+                    value = [value]
+                if not isinstance(value, list) or not value or not all(
+                    isinstance(name, str) for name in value
+                ):
+                    raise InputFileError(f"{where} device is {value!r}; expected a name such "
+                                         "as 'cpu', 'cuda', 'auto' or 'none', or a list")
+                changes["devices"] = tuple(value)
+            case "repeats" | "warmup":
+                least = 1 if key == "repeats" else 0
+                if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                    raise InputFileError(f"{where} {key} is {value!r}; expected a whole "
+                                         f"number of at least {least}")
+                changes[key] = value
             case "budgets":
                 if not isinstance(value, dict):
                     raise InputFileError(f"{where} budgets must be a table such as "

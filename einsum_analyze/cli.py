@@ -12,8 +12,9 @@ and shows its traceback.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, get_args
 
 import click
@@ -105,13 +106,37 @@ class _OneLineErrors(click.Command):
             return run(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
         try:
             result = run(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
+            sys.stdout.flush()
         except click.ClickException as err:
             click.echo(f"Error: {err.format_message()}", err=True)
             sys.exit(err.exit_code)
         except click.Abort:
             click.echo("Aborted!", err=True)
-            sys.exit(1)
+            sys.exit(130)
+        except BrokenPipeError:
+            _quiet_closed_pipe()
+            sys.exit(result_code(None))
         sys.exit(result if isinstance(result, int) else 0)
+
+
+def result_code(result: object) -> int:
+    """The exit code of a command's result: its int, else 0 (a closed pipe is not a failure)."""
+    return result if isinstance(result, int) else 0
+
+
+def _quiet_closed_pipe() -> None:
+    """The reader closed stdout (``| head -1``): end quietly.
+
+    Python would report the failed flush at exit; point stdout at /dev/null first.
+    """
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 class _AnalyzeCommand(_OneLineErrors):
@@ -191,8 +216,9 @@ class _AnalyzeCommand(_OneLineErrors):
     "devices",
     multiple=True,
     metavar="DEVICE",
-    help="Where to run: cpu, cuda, cuda:N, a comma-separated list, or none (analysis "
-    "only, no torch import). Repeatable. Default: cpu, plus cuda where a GPU is present.",
+    help="Where to run: auto, cpu, cuda, cuda:N, a comma-separated list, or none (analysis "
+    "only, no torch import). Repeatable. Default: auto, CUDA where it is available and "
+    "the cpu otherwise.",
 )
 @click.option(
     "--backend",
@@ -210,7 +236,8 @@ class _AnalyzeCommand(_OneLineErrors):
 @click.option(
     "--max-memory",
     metavar="BYTES",
-    help="Skip runs whose predicted peak exceeds this (8GiB, 512MB, ...).",
+    help="Skip runs whose predicted peak, inputs included, exceeds this (8GiB, 512MB, "
+    "...); torch-autograd's and opt_einsum-torch's predicted peak get a 25% margin.",
 )
 @click.option("--force", is_flag=True,
               help="Run on cpu even when the predicted time is far beyond reason.")
@@ -283,6 +310,8 @@ def cli(
         )
         settings = _Settings(optimize, memory_limit, dtype, grad, parse_strategy_names(strategies))
         run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force)
+        run.check(dtype)
+        _check_json_path(json_path)
         if cases_path is not None:
             if equation is not None or shapes is not None or sizes is not None:
                 raise click.UsageError("give either --cases or EQUATION with --shapes/--sizes")
@@ -309,6 +338,10 @@ def _analyze(
     if (shapes is None) == (sizes is None):
         raise click.UsageError("give exactly one of --shapes and --sizes")
     devices = run.device_list()
+    if devices and not settings.strategies:
+        raise click.UsageError(
+            "running needs at least one --strategy; drop --device or use --device none"
+        )
     report = analyze(
         equation,
         parse_shapes(shapes) if shapes is not None else None,
@@ -319,17 +352,22 @@ def _analyze(
         grad=settings.grad,
         strategies=settings.strategies,
     )
+    console = _console() if json_path != "-" else None
+    if console is not None:
+        from .render import render_analysis
+
+        render_analysis(report, console)  # at once: the runs may take a while
     # Forward-only analysis (--strategy none) runs nothing unless a device was asked for.
     if devices != () and (report.strategies or devices is not None):
-        report = _execute(report, run, devices, show_progress=json_path != "-")
+        with _progress(show=console is not None) as progress:
+            report = _execute(report, run, devices, progress)
     report = apply_budgets(report, budgets)  # last: budgets read the strategies and runs
     if json_path is not None:
         _write_json(report.to_dict(), json_path)
-    if json_path != "-":
+    if console is not None:
+        from .render import render_runs
 
-        from .render import render_report
-
-        render_report(report, _console())
+        render_runs(report, console, _console(stderr=True))
     return _echo_budget_failures(report)
 
 
@@ -351,6 +389,20 @@ def _read_budgets(
         "max-time": max_time,
         "budget-strategy": budget_strategy,
     })
+
+
+def _check_json_path(json_path: str | None) -> None:
+    """Refuse a JSON path that cannot be written before anything is printed or run."""
+    import os
+
+    if json_path is None or json_path == "-":
+        return
+    folder = os.path.dirname(json_path) or "."
+    if os.path.isdir(json_path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        reason = ("it is a folder" if os.path.isdir(json_path)
+                  else "its folder does not exist" if not os.path.isdir(folder)
+                  else "its folder is not writable")
+        raise InputError(f"cannot write the JSON report to {json_path!r}: {reason}")
 
 
 def _write_json(data: Any, json_path: str) -> None:
@@ -403,13 +455,19 @@ def _analyze_cases(
     entries = parse_cases(text, fmt, defaults)
     devices = run.device_list()
 
-    def run_case(case: Case) -> Report:
-        report = analyze_case(case)
-        if devices == () or not report.strategies:
-            return report
-        return _execute(report, run, devices, show_progress=False)
+    runnable = [entry for entry in entries if entry.case is not None]
+    with _progress(show=json_path != "-") as progress:
+        progress.cases(len(runnable))
 
-    batch = run_cases(entries, runner=run_case)
+        def run_case(case: Case) -> Report:
+            progress.next_case(case.name)
+            report = analyze_case(case)
+            case_devices = _case_devices(case, devices)
+            if case_devices == () or not report.strategies:
+                return report
+            return _execute(report, _case_run(case, run), case_devices, progress)
+
+        batch = run_cases(entries, runner=run_case)
     if json_path is not None:
         _write_json(batch.to_dict(), json_path)
     if json_path != "-":
@@ -419,7 +477,10 @@ def _analyze_cases(
         render_batch(batch, _console())
     for outcome in batch.cases:
         if outcome.report is None:
-            click.echo(f"Error: case {outcome.name!r}: {outcome.error}", err=True)
+            error = outcome.error or ""
+            named = f"case {outcome.name!r}" in error
+            click.echo(f"Error: {error}" if named else f"Error: case {outcome.name!r}: {error}",
+                       err=True)
         else:
             _echo_budget_failures(outcome.report, outcome.name)
     if batch.has_errors:
@@ -448,12 +509,26 @@ class _RunOptions:
     max_memory: str | None
     force: bool
 
+    def check(self, dtype: str) -> None:
+        """Refuse what can never run at once, before any analysis, even with --device none."""
+        from .backends import get_backend
+        from .parsing import parse_bytes
+
+        if self.max_memory is not None:
+            try:
+                parse_bytes(self.max_memory)
+            except ValueError as err:
+                raise InputError(f"--max-memory: {err}") from err
+        why_not = get_backend(self.backend).unavailable("cpu", dtype)
+        if why_not is not None:  # a dtype the backend has on no device
+            raise InputError(f"--backend {self.backend} with --dtype {dtype}: {why_not}")
+
     def device_list(self) -> tuple[str, ...] | None:
         """() for analysis only, None for the default devices, else the names."""
         names = tuple(
             name.strip() for text in self.devices for name in text.split(",") if name.strip()
         )
-        if not names:
+        if not names or names == ("auto",):
             return None
         if any(name.lower() == "none" for name in names):
             if len(names) > 1:
@@ -462,36 +537,119 @@ class _RunOptions:
         return names
 
 
+def _case_devices(case: Any, devices: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """A case's own ``device`` (text or a list), else the command line's."""
+    own = case.options.devices
+    if own is None:
+        return devices
+    return _RunOptions(own, "torch", 1, 0, 0, None, False).device_list()
+
+
+def _case_run(case: Any, run: _RunOptions) -> _RunOptions:
+    """The command line's run options with a case's own ``repeats`` and ``warmup``."""
+    options = case.options
+    return replace(run, repeats=options.repeats if options.repeats is not None else run.repeats,
+                   warmup=options.warmup if options.warmup is not None else run.warmup)
+
+
+class _Progress:
+    """Counts runs (``3/8 reverse on cuda:0``) and cases, with elapsed and remaining time.
+
+    Shown on stderr while it is a terminal; otherwise every call does nothing.
+    """
+
+    def __init__(self, bar: Any) -> None:
+        self._bar = bar
+        self._task: Any = None
+        self._case_task: Any = None
+        self._case_count = 0
+        self._case_number = 0
+
+    def cases(self, count: int) -> None:
+        self._case_count = count
+        if self._bar is not None and count:
+            self._case_task = self._bar.add_task("cases", total=count)
+
+    def next_case(self, name: str) -> None:
+        self._case_number += 1
+        if self._bar is not None and self._case_task is not None:
+            if self._case_number > 1:
+                self._bar.advance(self._case_task)
+            self._bar.update(self._case_task,
+                             description=f"case {self._case_number}/{self._case_count} {name}")
+
+    def run(self, label: str) -> None:
+        """The executor's ``on_progress``: ``"3/8 reverse on cpu (torch)"``."""
+        if self._bar is None:
+            return
+        counted, _, _ = label.partition(" ")
+        done, _, total = counted.partition("/")
+        if self._task is None:
+            self._task = self._bar.add_task(label, total=int(total) if total.isdigit() else None)
+        self._bar.update(self._task, description=label, total=int(total) if total.isdigit()
+                         else None, completed=int(done) - 1 if done.isdigit() else 0)
+
+    def finish_runs(self) -> None:
+        if self._bar is not None and self._task is not None:
+            self._bar.remove_task(self._task)
+            self._task = None
+
+
+@contextmanager
+def _progress(*, show: bool) -> Iterator[_Progress]:
+    """A :class:`_Progress` drawn on stderr when ``show`` and stderr is a terminal."""
+    if not (show and sys.stderr.isatty()):
+        yield _Progress(None)
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+               MofNCompleteColumn(), TextColumn("elapsed"), TimeElapsedColumn(),
+               TextColumn("remaining"), TimeRemainingColumn())
+    with Progress(*columns, console=_console(stderr=True), transient=True) as bar:
+        yield _Progress(bar)
+
+
 def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
-             *, show_progress: bool) -> Report:
+             progress: _Progress) -> Report:
     from .execution import execute
 
     if not report.strategies:
         raise click.UsageError(
             "running needs at least one --strategy; drop --device or use --device none"
         )
-    if not (show_progress and sys.stdout.isatty()):
+    try:
         return execute(report, devices=devices, backend=run.backend, repeats=run.repeats,
                        warmup=run.warmup, seed=run.seed, max_memory=run.max_memory,
-                       force=run.force)
-    from rich.progress import Progress
-
-    with Progress(transient=True) as progress:
-        task = progress.add_task("running", total=None)
-
-        def on_progress(label: str) -> None:
-            progress.update(task, description=label, advance=1)
-
-        return execute(report, devices=devices, backend=run.backend, repeats=run.repeats,
-                       warmup=run.warmup, seed=run.seed, max_memory=run.max_memory,
-                       force=run.force, on_progress=on_progress)
+                       force=run.force, on_progress=progress.run)
+    finally:
+        progress.finish_runs()
 
 
-def _console() -> Console:
-    """A terminal's own width; 120 columns when the output goes to a file or a pipe."""
+def _console(*, stderr: bool = False) -> Console:
+    """A console as wide as ``COLUMNS`` says, else the terminal's, else 120 columns.
+
+    Output to a pipe or a file respects ``COLUMNS`` too.
+    """
+    import os
+
     from rich.console import Console
 
-    return Console() if sys.stdout.isatty() else Console(width=120)
+    stream = sys.stderr if stderr else sys.stdout
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and 20 <= int(columns) <= 1000:
+        return Console(file=stream, width=int(columns))
+    if stream.isatty():
+        return Console(file=stream)
+    return Console(file=stream, width=120)
 
 
 @click.command(
