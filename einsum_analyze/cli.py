@@ -113,15 +113,10 @@ class _OneLineErrors(click.Command):
         except click.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(130)
-        except BrokenPipeError:
+        except BrokenPipeError:  # the reader closed stdout: not a failure
             _quiet_closed_pipe()
-            sys.exit(result_code(None))
+            sys.exit(0)
         sys.exit(result if isinstance(result, int) else 0)
-
-
-def result_code(result: object) -> int:
-    """The exit code of a command's result: its int, else 0 (a closed pipe is not a failure)."""
-    return result if isinstance(result, int) else 0
 
 
 def _quiet_closed_pipe() -> None:
@@ -391,6 +386,19 @@ def _read_budgets(
     })
 
 
+def _finite(data: Any) -> Any:
+    """``data`` with every NaN or infinite float replaced by null: reports hold none."""
+    import math
+
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _finite(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_finite(value) for value in data]
+    return data
+
+
 def _check_json_path(json_path: str | None) -> None:
     """Refuse a JSON path that cannot be written before anything is printed or run."""
     import os
@@ -409,8 +417,14 @@ def _write_json(data: Any, json_path: str) -> None:
     """Write a document to ``json_path`` ('-': stdout) with the one JSON writer."""
     from .report import dump_json
 
+    data = _finite(data)
     if json_path == "-":
-        dump_json(data, sys.stdout)
+        try:
+            dump_json(data, sys.stdout)
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader closed stdout (| head -1): not a failure
+            _quiet_closed_pipe()
+            raise SystemExit(0) from None
         return
     try:
         with open(json_path, "w", encoding="utf-8") as stream:
@@ -643,13 +657,19 @@ def _console(*, stderr: bool = False) -> Console:
 
     from rich.console import Console
 
+    class _QuietConsole(Console):
+        def on_broken_pipe(self) -> None:
+            """The reader went away (``| head -1``): exit 0 quietly, not rich's exit 1."""
+            _quiet_closed_pipe()
+            raise SystemExit(0)
+
     stream = sys.stderr if stderr else sys.stdout
     columns = os.environ.get("COLUMNS", "").strip()
     if columns.isdigit() and 20 <= int(columns) <= 1000:
-        return Console(file=stream, width=int(columns))
+        return _QuietConsole(file=stream, width=int(columns))
     if stream.isatty():
-        return Console(file=stream)
-    return Console(file=stream, width=120)
+        return _QuietConsole(file=stream)
+    return _QuietConsole(file=stream, width=120)
 
 
 @click.command(

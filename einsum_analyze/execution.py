@@ -369,7 +369,7 @@ def _refusal(
     if device == "cpu" and not force:
         seconds = flops / CPU_FLOPS_PER_S
         if seconds > CPU_TIME_LIMIT_S:
-            return (f"predicted {format_seconds(seconds)} per training step at "
+            return (f"predicted {format_seconds(seconds)} per training step on cpu at "
                     f"{CPU_FLOPS_PER_S:.0e} FLOP/s; --force runs it anyway")
     return None
 

@@ -82,13 +82,14 @@ STACK_BELOW = 100
 """Tables wider than the console switch to one block per row below this many columns."""
 
 
-def stacked(table: Table) -> Table:
-    """The same table as one block per row: ``header  value`` lines, a rule between rows.
+def stacked(table: Table, width: int | None = None) -> Table:
+    """The same table as one block per row: ``header  value`` lines, a gap between rows.
 
-    Any table can be shown this way; its title and caption are kept.
+    Any table with a header can be shown this way; its title and caption are kept.
+    ``width``: the table's width (the console's), so the title and caption use it.
     """
     out = Table(title=table.title, caption=table.caption, show_header=False,
-                box=box.SIMPLE, padding=(0, 1, 0, 0), show_edge=False)
+                box=box.SIMPLE, padding=(0, 1, 0, 0), show_edge=False, width=width)
     out.add_column("figure", style="bold", no_wrap=True)
     out.add_column("value", overflow="fold")
     columns = [(str(column.header), list(column.cells)) for column in table.columns]
@@ -109,10 +110,11 @@ def fit(table: Table, console: Console) -> Table:
     from rich.measure import Measurement
 
     width = console.width
-    if width >= STACK_BELOW:
+    if width >= STACK_BELOW or not table.show_header:
         return table
-    needed = Measurement.get(console, console.options, table).maximum
-    return stacked(table) if needed > width else table
+    wide = console.options.update(width=10_000)
+    needed = Measurement.get(console, wide, table).maximum
+    return stacked(table, width) if needed > width else table
 
 
 def _print(console: Console, table: Table | None) -> None:
