@@ -156,13 +156,13 @@ def _summary_table(report: Report) -> Table:
     mem = report.forward_memory
     table = Table(title="Forward summary", show_header=False)
     table.add_column("figure")
-    table.add_column("value", justify="right")
+    table.add_column("value", justify="right", overflow="fold")
     typed = " ".join(report.equation.text.split())
     if typed != report.equation.explicit:
-        table.add_row("equation as typed", wrap_equation(typed, 60))
-        table.add_row("normalised", wrap_equation(report.equation.explicit, 60))
+        table.add_row("equation as typed", wrap_equation(typed, 36))
+        table.add_row("normalised", wrap_equation(report.equation.explicit, 36))
     else:
-        table.add_row("equation", wrap_equation(report.equation.explicit, 60))
+        table.add_row("equation", wrap_equation(report.equation.explicit, 36))
     table.add_row("dtype", report.dtype)
     table.add_row("FLOPs", format_count(plan.flops))
     table.add_row("naive FLOPs (one einsum)", format_count(plan.naive_flops))
