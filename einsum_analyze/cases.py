@@ -6,8 +6,8 @@ notes and are ignored. Each case has a ``name``, an
 ``equation``, ``shapes`` or ``sizes``, and optionally ``dtype``, ``optimize``,
 ``memory_limit``, ``grad``, ``strategy``, ``budgets`` and the run options ``device``,
 ``repeats`` and ``warmup``; ``kind`` and ``description`` are free text. An unknown key,
-in a case or in ``defaults``, is an error that names it. Values come from the case, else the file's ``defaults``, else the
-command line.
+in a case or in ``defaults``, is an error that names it. Values come from the case, else
+the file's ``defaults``, else the command line.
 
 A case that cannot be read or analysed becomes an error entry and the others still run:
 problems of the file itself (unparsable, no list of cases) raise :class:`InputFileError`.

@@ -12,8 +12,7 @@ and shows its traceback.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -26,10 +25,16 @@ from .errors import EinsumAnalyzeError
 from .parsing import parse_shapes, parse_sizes, parse_strategy_names
 from .planning import OPTIMIZERS
 from .strategies import STRATEGIES, get_strategy, strategy_names
+from .terminal import (
+    RunProgress,
+    check_json_path,
+    console,
+    progress,
+    quiet_closed_pipe,
+    write_json,
+)
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from .budgets import Budgets
     from .report import Report
 
@@ -114,24 +119,9 @@ class _OneLineErrors(click.Command):
             click.echo("Aborted!", err=True)
             sys.exit(130)
         except BrokenPipeError:  # the reader closed stdout: not a failure
-            _quiet_closed_pipe()
+            quiet_closed_pipe()
             sys.exit(0)
         sys.exit(result if isinstance(result, int) else 0)
-
-
-def _quiet_closed_pipe() -> None:
-    """The reader closed stdout (``| head -1``): end quietly.
-
-    Python would report the failed flush at exit; point stdout at /dev/null first.
-    """
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
 
 
 class _AnalyzeCommand(_OneLineErrors):
@@ -306,7 +296,7 @@ def cli(
         settings = _Settings(optimize, memory_limit, dtype, grad, parse_strategy_names(strategies))
         run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force)
         run.check(dtype)
-        _check_json_path(json_path)
+        check_json_path(json_path)
         if cases_path is not None:
             if equation is not None or shapes is not None or sizes is not None:
                 raise click.UsageError("give either --cases or EQUATION with --shapes/--sizes")
@@ -347,22 +337,22 @@ def _analyze(
         grad=settings.grad,
         strategies=settings.strategies,
     )
-    console = _console() if json_path != "-" else None
-    if console is not None:
+    out = console() if json_path != "-" else None
+    if out is not None:
         from .render import render_analysis
 
-        render_analysis(report, console)  # at once: the runs may take a while
+        render_analysis(report, out)  # at once: the runs may take a while
     # Forward-only analysis (--strategy none) runs nothing unless a device was asked for.
     if devices != () and (report.strategies or devices is not None):
-        with _progress(show=console is not None) as progress:
-            report = _execute(report, run, devices, progress)
+        with progress(show=out is not None) as shown:
+            report = _execute(report, run, devices, shown)
     report = apply_budgets(report, budgets)  # last: budgets read the strategies and runs
     if json_path is not None:
-        _write_json(report.to_dict(), json_path)
-    if console is not None:
+        write_json(report.to_dict(), json_path)
+    if out is not None:
         from .render import render_runs
 
-        render_runs(report, console, _console(stderr=True))
+        render_runs(report, out, console(stderr=True))
     return _echo_budget_failures(report)
 
 
@@ -384,55 +374,6 @@ def _read_budgets(
         "max-time": max_time,
         "budget-strategy": budget_strategy,
     })
-
-
-def _finite(data: Any) -> Any:
-    """``data`` with every NaN or infinite float replaced by null: reports hold none."""
-    import math
-
-    if isinstance(data, float):
-        return data if math.isfinite(data) else None
-    if isinstance(data, dict):
-        return {key: _finite(value) for key, value in data.items()}
-    if isinstance(data, list | tuple):
-        return [_finite(value) for value in data]
-    return data
-
-
-def _check_json_path(json_path: str | None) -> None:
-    """Refuse a JSON path that cannot be written before anything is printed or run."""
-    import os
-
-    if json_path is None or json_path == "-":
-        return
-    folder = os.path.dirname(json_path) or "."
-    if os.path.isdir(json_path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        reason = ("it is a folder" if os.path.isdir(json_path)
-                  else "its folder does not exist" if not os.path.isdir(folder)
-                  else "its folder is not writable")
-        raise InputError(f"cannot write the JSON report to {json_path!r}: {reason}")
-
-
-def _write_json(data: Any, json_path: str) -> None:
-    """Write a document to ``json_path`` ('-': stdout) with the one JSON writer."""
-    from .report import dump_json
-
-    data = _finite(data)
-    if json_path == "-":
-        try:
-            dump_json(data, sys.stdout)
-            sys.stdout.flush()
-        except BrokenPipeError:  # the reader closed stdout (| head -1): not a failure
-            _quiet_closed_pipe()
-            raise SystemExit(0) from None
-        return
-    try:
-        with open(json_path, "w", encoding="utf-8") as stream:
-            dump_json(data, stream)
-    except OSError as err:
-        raise InputError(
-            f"cannot write the JSON report to {json_path!r}: {err.strerror}"
-        ) from err
 
 
 def _echo_budget_failures(report: Report, case: str | None = None) -> int:
@@ -470,25 +411,25 @@ def _analyze_cases(
     devices = run.device_list()
 
     runnable = [entry for entry in entries if entry.case is not None]
-    with _progress(show=json_path != "-") as progress:
-        progress.cases(len(runnable))
+    with progress(show=json_path != "-") as shown:
+        shown.cases(len(runnable))
 
         def run_case(case: Case) -> Report:
-            progress.next_case(case.name)
+            shown.next_case(case.name)
             report = analyze_case(case)
             case_devices = _case_devices(case, devices)
             if case_devices == () or not report.strategies:
                 return report
-            return _execute(report, _case_run(case, run), case_devices, progress)
+            return _execute(report, _case_run(case, run), case_devices, shown)
 
         batch = run_cases(entries, runner=run_case)
     if json_path is not None:
-        _write_json(batch.to_dict(), json_path)
+        write_json(batch.to_dict(), json_path)
     if json_path != "-":
 
         from .render import render_batch
 
-        render_batch(batch, _console())
+        render_batch(batch, console())
     for outcome in batch.cases:
         if outcome.report is None:
             error = outcome.error or ""
@@ -566,74 +507,8 @@ def _case_run(case: Any, run: _RunOptions) -> _RunOptions:
                    warmup=options.warmup if options.warmup is not None else run.warmup)
 
 
-class _Progress:
-    """Counts runs (``3/8 reverse on cuda:0``) and cases, with elapsed and remaining time.
-
-    Shown on stderr while it is a terminal; otherwise every call does nothing.
-    """
-
-    def __init__(self, bar: Any) -> None:
-        self._bar = bar
-        self._task: Any = None
-        self._case_task: Any = None
-        self._case_count = 0
-        self._case_number = 0
-
-    def cases(self, count: int) -> None:
-        self._case_count = count
-        if self._bar is not None and count:
-            self._case_task = self._bar.add_task("cases", total=count)
-
-    def next_case(self, name: str) -> None:
-        self._case_number += 1
-        if self._bar is not None and self._case_task is not None:
-            if self._case_number > 1:
-                self._bar.advance(self._case_task)
-            self._bar.update(self._case_task,
-                             description=f"case {self._case_number}/{self._case_count} {name}")
-
-    def run(self, label: str) -> None:
-        """The executor's ``on_progress``: ``"3/8 reverse on cpu (torch)"``."""
-        if self._bar is None:
-            return
-        counted, _, _ = label.partition(" ")
-        done, _, total = counted.partition("/")
-        if self._task is None:
-            self._task = self._bar.add_task(label, total=int(total) if total.isdigit() else None)
-        self._bar.update(self._task, description=label, total=int(total) if total.isdigit()
-                         else None, completed=int(done) - 1 if done.isdigit() else 0)
-
-    def finish_runs(self) -> None:
-        if self._bar is not None and self._task is not None:
-            self._bar.remove_task(self._task)
-            self._task = None
-
-
-@contextmanager
-def _progress(*, show: bool) -> Iterator[_Progress]:
-    """A :class:`_Progress` drawn on stderr when ``show`` and stderr is a terminal."""
-    if not (show and sys.stderr.isatty()):
-        yield _Progress(None)
-        return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-               MofNCompleteColumn(), TextColumn("elapsed"), TimeElapsedColumn(),
-               TextColumn("remaining"), TimeRemainingColumn())
-    with Progress(*columns, console=_console(stderr=True), transient=True) as bar:
-        yield _Progress(bar)
-
-
 def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
-             progress: _Progress) -> Report:
+             progress: RunProgress) -> Report:
     from .execution import execute
 
     if not report.strategies:
@@ -646,30 +521,6 @@ def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
                        force=run.force, on_progress=progress.run)
     finally:
         progress.finish_runs()
-
-
-def _console(*, stderr: bool = False) -> Console:
-    """A console as wide as ``COLUMNS`` says, else the terminal's, else 120 columns.
-
-    Output to a pipe or a file respects ``COLUMNS`` too.
-    """
-    import os
-
-    from rich.console import Console
-
-    class _QuietConsole(Console):
-        def on_broken_pipe(self) -> None:
-            """The reader went away (``| head -1``): exit 0 quietly, not rich's exit 1."""
-            _quiet_closed_pipe()
-            raise SystemExit(0)
-
-    stream = sys.stderr if stderr else sys.stdout
-    columns = os.environ.get("COLUMNS", "").strip()
-    if columns.isdigit() and 20 <= int(columns) <= 1000:
-        return _QuietConsole(file=stream, width=int(columns))
-    if stream.isatty():
-        return _QuietConsole(file=stream)
-    return _QuietConsole(file=stream, width=120)
 
 
 @click.command(
@@ -714,14 +565,14 @@ def _compare(before: str, after: str, tolerance: float, json_path: str | None) -
         names=(f"BEFORE {before!r}", f"AFTER {after!r}"),
     )
     if json_path is not None:
-        _write_json(comparison.to_dict(), json_path)
+        write_json(comparison.to_dict(), json_path)
     from .render import regression_lines
 
     if json_path != "-":
 
         from .render import render_comparison
 
-        render_comparison(comparison, _console())
+        render_comparison(comparison, console())
     for line in regression_lines(comparison):
         click.echo(line, err=True)
     return 1 if comparison.has_regressions else 0

@@ -46,8 +46,9 @@ MAX_DEVICE_BYTES = 2**50
 
 
 def resolve_devices(names: Sequence[str] | None) -> tuple[str, ...]:
-    """Turn ``--device`` values into device names; ``auto`` (the default, ``None``) is
-    ``cuda:0`` where CUDA is available and ``cpu`` otherwise.
+    """Turn ``--device`` values into device names.
+
+    ``auto`` (the default, ``None``) is ``cuda:0`` where CUDA is available, else ``cpu``.
 
     Raises:
         BackendUnavailableError: A CUDA device that this machine does not have.

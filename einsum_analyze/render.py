@@ -57,7 +57,7 @@ def plural(count: int, word: str, many: str | None = None) -> str:
 
 
 def wrap_equation(text: str, width: int) -> str:
-    """An equation broken into lines of at most ``width`` after its commas.
+    r"""An equation broken into lines of at most ``width`` after its commas.
 
     A line never breaks inside a term, nor before the ``->`` and the output, which stay
     with the last input term: ``'abc,cd,de->ae'`` at width 8 reads ``'abc,cd,\nde->ae'``.

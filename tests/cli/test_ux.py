@@ -19,9 +19,10 @@ import pytest
 from click.testing import CliRunner
 
 from einsum_analyze import analyze, execution
-from einsum_analyze.cli import _Progress, cli
+from einsum_analyze.cli import cli
 from einsum_analyze.formatting import format_bytes, format_count
 from einsum_analyze.render import stacked, wrap_equation
+from einsum_analyze.terminal import RunProgress
 
 README = ["bc,bd,cm,mdn->bn", "--shapes", "512x2,512x2,2x7,7x2x7"]
 FAST = ["--repeats", "2", "--warmup", "0"]
@@ -68,7 +69,7 @@ def test_progress_bar_takes_the_counts():
     updates: list[dict] = []
     bar = SimpleNamespace(add_task=lambda *a, **k: 7, update=lambda task, **k: updates.append(k),
                           remove_task=lambda task: None, advance=lambda task: None)
-    progress = _Progress(bar)
+    progress = RunProgress(bar)
     progress.cases(2)
     progress.next_case("mm")
     progress.run("3/8 reverse on cuda:0 (torch)")
@@ -146,10 +147,10 @@ def test_float16_operands_are_scaled_so_sums_stay_finite():
     assert execution.operand_scales(analyze("ab,bc->ac", [(2, 3), (3, 4)])) == ()
 
 
-def test_reports_never_hold_nan(monkeypatch):
-    from einsum_analyze import cli as cli_module
+def test_reports_never_hold_nan():
+    from einsum_analyze.terminal import finite
 
-    data = cli_module._finite({"a": [1.0, math.nan, {"b": math.inf}], "c": 2})
+    data = finite({"a": [1.0, math.nan, {"b": math.inf}], "c": 2})
     assert data == {"a": [1.0, None, {"b": None}], "c": 2}
 
 
@@ -178,7 +179,8 @@ def test_sixty_columns_in_a_pipe_stack_instead_of_cutting():
 
 
 def test_long_equations_wrap_after_commas_never_before_the_arrow():
-    terms = ",".join(f"{a}{b}" for a, b in zip("abcdefghijklmnopqrs", "bcdefghijklmnopqrst"))
+    pairs = zip("abcdefghijklmnopqrs", "bcdefghijklmnopqrst", strict=True)
+    terms = ",".join(f"{a}{b}" for a, b in pairs)
     wrapped = wrap_equation(terms + "->at", 20)
     assert wrapped.replace("\n", "") == terms + "->at"
     assert all(len(line) <= 20 for line in wrapped.splitlines())
