@@ -78,10 +78,6 @@ def wrap_equation(text: str, width: int) -> str:
     return "\n".join(lines)
 
 
-STACK_BELOW = 100
-"""Tables wider than the console switch to one block per row below this many columns."""
-
-
 def stacked(table: Table, width: int | None = None) -> Table:
     """The same table as one block per row: ``header  value`` lines, a gap between rows.
 
@@ -91,8 +87,9 @@ def stacked(table: Table, width: int | None = None) -> Table:
     out = Table(title=table.title, caption=table.caption, show_header=False,
                 box=box.SIMPLE, padding=(0, 1, 0, 0), show_edge=False, width=width)
     out.add_column("figure", style="bold", no_wrap=True)
-    out.add_column("value", overflow="fold")
-    columns = [(str(column.header), list(column.cells)) for column in table.columns]
+    out.add_column("value", overflow="fold", ratio=1)
+    columns = [(" ".join(str(column.header).split()), list(column.cells))
+               for column in table.columns]
     rows = max((len(cells) for _, cells in columns), default=0)
     for number in range(rows):
         for header, cells in columns:
@@ -106,15 +103,20 @@ def stacked(table: Table, width: int | None = None) -> Table:
 
 
 def fit(table: Table, console: Console) -> Table:
-    """``table``, or its :func:`stacked` form when it would be squeezed in this console."""
+    """``table``, or its :func:`stacked` form when its rows do not fit this console.
+
+    Rows that do not fit would be squeezed, their cells cut to ``2.…``; a block per
+    row reads at any width. Key-value tables (no header) are kept: they wrap.
+    """
     from rich.measure import Measurement
 
     width = console.width
-    if width >= STACK_BELOW or not table.show_header:
+    if not table.show_header:
         return table
-    wide = console.options.update(width=10_000)
-    needed = Measurement.get(console, wide, table).maximum
-    return stacked(table, width) if needed > width else table
+    needed = Measurement.get(console, console.options.update(width=10_000), table)
+    if needed.maximum > width:
+        return stacked(table, width)
+    return table
 
 
 def _print(console: Console, table: Table | None) -> None:
@@ -235,6 +237,8 @@ def _strategies_table(report: Report) -> Table | None:
         "path torch.einsum plans); retained: kept for backward beyond the inputs and the "
         "output; vs inference: train peak over the inference peak as run, "
         f"{format_bytes(inference)}, both with the inputs",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
     )
     for header in ("strategy", "fwd FLOPs", "bwd FLOPs", "bwd/fwd", "retained",
                    "train peak (incl. inputs)", "vs inference"):
