@@ -94,6 +94,24 @@ def test_console_example_reruns_as_shown(example: Example):
     assert normalise(rerun(example)) == normalise(example.text)
 
 
+def test_ci_budget_json_example_is_what_the_tool_writes():
+    import json
+
+    page = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    shown = json.loads(re.search(r'```json\n(\{"name": "max-peak".*?)```', page, re.S).group(1))
+    args = ["bc,bd,cm,mdn->bn", "--shapes", "512x2,512x2,2x7,7x2x7", "--device", "none",
+            "--max-peak", "50KiB", "--json", "-"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert json.loads(result.stdout)["budgets"] == [shown]
+
+
+def test_schema_describes_broadcast_as_the_labels_no_other_operand_has():
+    from einsum_analyze.report import load_schema
+
+    text = load_schema()["$defs"]["gradient"]["properties"]["broadcast"]["description"]
+    assert "size-1" not in text and "no other operand" in text
+
+
 def update() -> None:
     """Rewrite every deterministic example with what the tool prints now."""
     for page in PAGES:
