@@ -333,3 +333,27 @@ def test_corrupted_report_is_exit_2(tmp_path):
 ])
 def test_run_options_rejected_at_once_even_without_runs(args):
     one_error_line(invoke(*README, "--device", "none", *args))
+
+
+# --- 10. quiet examples ---------------------------------------------------------------------
+
+
+def test_noisy_timings_are_summarised_in_one_line():
+    from einsum_analyze.timing import Measurement
+
+    def measured(blocks):
+        return Measurement(block_times_s=blocks, calls_per_block=1, warmup_calls=0,
+                           fence="none")
+
+    noisy, quiet = measured((1.0, 1.0, 3.0, 5.0, 9.0)), measured((1.0, 1.0, 1.0, 1.0, 1.0))
+    runs = [execution.Run(strategy=name, is_baseline=False, device="cpu", backend="torch",
+                          forward=noisy, backward=quiet) for name in ("reverse", "independent")]
+    line = execution._noise_summary(runs)
+    assert line is not None and "2 of 4 measurements" in line and "\n" not in line
+    assert execution._noise_summary(runs[:0]) is None
+
+
+def test_readme_example_is_quick():
+    script = (ROOT / "examples" / "tn18_b512.sh").read_text(encoding="utf-8")
+    assert "--repeats 3 --warmup 1" in script
+    assert script.index("--repeats 3") < script.index('"$@"')  # the user's options win
