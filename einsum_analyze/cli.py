@@ -432,15 +432,19 @@ def _analyze_cases(
         render_batch(batch, console())
     for outcome in batch.cases:
         if outcome.report is None:
-            error = outcome.error or ""
-            named = f"case {outcome.name!r}" in error
-            click.echo(f"Error: {error}" if named else f"Error: case {outcome.name!r}: {error}",
-                       err=True)
+            click.echo(_case_error_line(outcome.name, outcome.error or ""), err=True)
         else:
             _echo_budget_failures(outcome.report, outcome.name)
     if batch.has_errors:
         return 2
     return 1 if batch.has_budget_failures else 0
+
+
+def _case_error_line(name: str, error: str) -> str:
+    """``Error: case 'NAME': ...``, naming the case once even when the message names it."""
+    prefix = f"case {name!r}"
+    rest = error[len(prefix):].lstrip(": ") if error.startswith(prefix) else error
+    return f"Error: {prefix}: {rest}"
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,7 @@ def execute_report(
     Args:
         report: An analysis with strategies (see :func:`einsum_analyze.analyze`).
         devices: Device names from :func:`resolve_devices`.
-        backend: A registered backend's name; the torch baselines run beside it.
+        backend: A registered backend's name; the torch baselines run beside ``torch``.
         repeats: Timed blocks per phase.
         warmup: Untimed calls first.
         seed: Seed of the random operands.
@@ -142,7 +142,12 @@ def execute_report(
     warnings: list[str] = []
     ours = [s for s in report.strategies if s.name != "torch-autograd"]
     model = next((s for s in report.strategies if s.name == "torch-autograd"), None)
-    baselines = BASELINES  # torch baselines beside every backend, on the same operands
+    baselines = BASELINES if backend == "torch" else ()
+    if backend != "torch":
+        warnings.append(f"the torch baselines (torch-autograd, opt_einsum-torch) run only "
+                        f"beside --backend torch: their 'vs torch' ratios compare torch "
+                        f"with torch on one device; --backend {backend} runs our strategies "
+                        "alone")
     total = len(devices) * (len(ours) + len(baselines))
     done = 0
     overflowed: dict[tuple[str, str], list[str]] = {}
@@ -394,7 +399,8 @@ def execute(
         devices: ``["cpu"]``, ``["cuda:0"]``, ``["auto"]``, ...; None: auto, CUDA where
             it is available, else cpu.
         backend: A registered backend (:func:`einsum_analyze.backends.backend_names`):
-            ``"torch"``, or ``"numpy"`` (cpu only); the torch baselines run beside either.
+            ``"torch"``, or ``"numpy"`` (cpu only; the torch baselines run beside ``torch``
+            only, and the report's warnings say so).
         repeats: Timed blocks per phase.
         warmup: Untimed calls first.
         seed: Seed of the random operands.

@@ -27,7 +27,7 @@ from einsum_analyze.cli import cli
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"```console\n(.*?)```", re.S)
-MACHINE_DEPENDENT = re.compile(r"(analysis time\s*│?\s*)([0-9.]+ [a-z]+)")
+MACHINE_DEPENDENT = re.compile(r"(analysis time)\s*│?\s*[0-9.]+ [a-z]+\s*│?")
 DEFAULT_COLUMNS = 100
 
 
@@ -73,7 +73,7 @@ def rerun(example: Example) -> str:
 
 
 def normalise(text: str) -> list[str]:
-    return [MACHINE_DEPENDENT.sub(r"\1<machine-dependent>", line.rstrip())
+    return [MACHINE_DEPENDENT.sub(r"\1 <machine-dependent>", line.rstrip())
             for line in text.strip("\n").splitlines()]
 
 
