@@ -522,7 +522,7 @@ def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
     try:
         return execute(report, devices=devices, backend=run.backend, repeats=run.repeats,
                        warmup=run.warmup, seed=run.seed, max_memory=run.max_memory,
-                       force=run.force, on_progress=progress.run)
+                       force=run.force, on_progress=progress.run, on_run=progress.run_done)
     finally:
         progress.finish_runs()
 

@@ -115,6 +115,7 @@ def execute_report(
     max_memory_bytes: int | None = None,
     force: bool = False,
     on_progress: Callable[[str], None] | None = None,
+    on_run: Callable[[Run], None] | None = None,
 ) -> tuple[tuple[Run, ...], tuple[str, ...]]:
     """Run every modelled strategy and every baseline on every device.
 
@@ -128,6 +129,7 @@ def execute_report(
         max_memory_bytes: Skip runs whose predicted peak (inputs included) exceeds this.
         force: Run on CPU even when the predicted time is far beyond reason.
         on_progress: Called with a label as each run starts.
+        on_run: Called with each run as it finishes, so that a caller can stream them.
 
     Returns:
         The runs, and warnings (noisy timings, failed baselines).
@@ -215,6 +217,8 @@ def execute_report(
                 run = _overflowed(run, report, context)
                 overflowed.setdefault((device, run.note or ""), []).append(run.strategy)
             runs.append(run)
+            if on_run is not None:
+                on_run(run)
         del context
     warnings.extend(f"{', '.join(names)} on {device} {note}"
                     for (device, note), names in overflowed.items())
@@ -391,6 +395,7 @@ def execute(
     max_memory: int | str | None = None,
     force: bool = False,
     on_progress: Callable[[str], None] | None = None,
+    on_run: Callable[[Run], None] | None = None,
 ) -> Report:
     """Run the report's strategies and the torch baselines; return the report with runs.
 
@@ -408,6 +413,7 @@ def execute(
         force: Run on cpu even when the predicted time is far beyond reason.
         on_progress: Called as each run starts with a label that counts the runs,
             ``"3/8 reverse on cuda:0 (torch)"`` (refused runs count, unannounced).
+        on_run: Called with each run as it finishes (the CLI streams them).
 
     Returns:
         A copy of ``report`` with ``runs`` and any new warnings.
@@ -440,6 +446,7 @@ def execute(
         max_memory_bytes=limit,
         force=force,
         on_progress=on_progress,
+        on_run=on_run,
     )
     environment = dict(report.environment)
     environment.update(torch_environment(chosen))

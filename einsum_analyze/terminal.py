@@ -76,6 +76,26 @@ class RunProgress:
         self._bar.update(self._task, description=label, total=int(total) if total.isdigit()
                          else None, completed=int(done) - 1 if done.isdigit() else 0)
 
+    def run_done(self, run: Any) -> None:
+        """Stream a finished run as one line above the bar: the table follows at the end."""
+        if self._bar is None:
+            return
+        if self._task is not None:
+            self._bar.advance(self._task)
+        if run.forward is None:
+            return
+        from .formatting import format_bytes, format_seconds
+
+        parts = [f"fwd {format_seconds(run.forward.median_s)}"]
+        if run.backward is not None:
+            parts.append(f"bwd {format_seconds(run.backward.median_s)}")
+        if run.peak_bytes_measured is not None:
+            parts.append(f"peak {format_bytes(run.peak_bytes_measured)}")
+        if run.max_grad_error is not None:
+            parts.append(f"grad err {run.max_grad_error:.1e}")
+        self._bar.console.print(f"  {run.strategy} on {run.device}: {', '.join(parts)}",
+                                highlight=False)
+
     def finish_runs(self) -> None:
         """The runs of one report are done: drop their bar."""
         if self._bar is not None and self._task is not None:

@@ -65,10 +65,13 @@ def test_progress_counts_the_runs():
     assert seen[0].startswith("1/4 reverse on cpu")
 
 
-def test_progress_bar_takes_the_counts():
+def test_progress_bar_takes_the_counts_and_streams_the_runs():
     updates: list[dict] = []
+    printed: list[str] = []
     bar = SimpleNamespace(add_task=lambda *a, **k: 7, update=lambda task, **k: updates.append(k),
-                          remove_task=lambda task: None, advance=lambda task: None)
+                          remove_task=lambda task: None,
+                          advance=lambda task: updates.append({"advance": task}),
+                          console=SimpleNamespace(print=lambda text, **k: printed.append(text)))
     progress = RunProgress(bar)
     progress.cases(2)
     progress.next_case("mm")
@@ -76,6 +79,11 @@ def test_progress_bar_takes_the_counts():
     assert updates[0]["description"] == "case 1/2 mm"
     assert updates[-1]["total"] == 8 and updates[-1]["completed"] == 2
     assert updates[-1]["description"] == "3/8 reverse on cuda:0 (torch)"
+    report = analyze("ab,bc->ac", [(2, 3), (3, 4)], dtype="float64")
+    (run, *_) = execution.execute(report, devices=["cpu"], repeats=1, warmup=0).runs
+    progress.run_done(run)
+    assert updates[-1] == {"advance": 7}
+    assert printed[-1].startswith("  reverse on cpu: fwd ") and "grad err" in printed[-1]
 
 
 def test_default_device_is_auto():
