@@ -6,9 +6,10 @@ notes and are ignored. Each case has a ``name``, an
 ``equation``, ``shapes`` or ``sizes``, and optionally ``dtype``, ``optimize``,
 ``memory_limit`` (one limit, or a list of limits to sweep: ``["none", "1e6",
 "max_input"]`` or ``"none,1e6"``), ``grad``, ``strategy``, ``budget`` (a training budget,
-e.g. ``"40GiB"``), ``objective`` (``flops``, ``memory`` or ``balanced``) and ``budgets``;
-``kind`` and ``description`` are free text. Values come from the case, else the file's
-``defaults``, else the command line.
+e.g. ``"40GiB"``), ``objective`` (``flops``, ``memory`` or ``balanced``), ``budgets`` and
+the run options ``device``, ``repeats`` and ``warmup``; ``kind`` and ``description`` are
+free text. An unknown key, in a case or in ``defaults``, is an error that names it. Values
+come from the case, else the file's ``defaults``, else the command line.
 
 A case that cannot be read or analysed becomes an error entry and the others still run:
 problems of the file itself (unparsable, no list of cases) raise :class:`InputFileError`.
@@ -48,7 +49,7 @@ CasesFormat = Literal["json", "toml"]
 CaseStatus = Literal["ok", "budget-exceeded", "error"]
 
 _OPTION_KEYS = ("dtype", "optimize", "memory_limit", "grad", "strategy", "budgets", "budget",
-                "objective")
+                "objective", "device", "repeats", "warmup")
 _CASE_KEYS = frozenset(
     ("name", "equation", "shapes", "sizes", "kind", "description", *_OPTION_KEYS)
 )
@@ -68,6 +69,9 @@ class CaseDefaults:
         budgets: Budgets every case is checked against; a case's own override them.
         budget: Training budget on the peak (bytes or text such as ``"40GiB"``).
         objective: The search's objective (None: search only with a budget or a sweep).
+        devices: Where the case runs (``("cpu",)``, ``("none",)``); None: the command line's.
+        repeats: Timed blocks per phase; None: the command line's.
+        warmup: Untimed calls first; None: the command line's.
     """
 
     dtype: str = "float32"
@@ -78,6 +82,9 @@ class CaseDefaults:
     budgets: Budgets = field(default_factory=Budgets)
     budget: int | str | None = None
     objective: str | None = None
+    devices: tuple[str, ...] | None = None
+    repeats: int | None = None
+    warmup: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -228,10 +235,16 @@ def parse_cases(
     file_defaults = data.get("defaults", {})
     if not isinstance(file_defaults, dict):
         raise InputFileError("cases file 'defaults' must be a table")
+    unknown = sorted(set(file_defaults) - set(_OPTION_KEYS))
+    if unknown:
+        raise InputFileError(
+            f"cases file 'defaults' has unknown key {unknown[0]!r}; expected: "
+            f"{', '.join(sorted(_OPTION_KEYS))}"
+        )
     try:
         base = _with_options(base, file_defaults, where="defaults")
     except EinsumAnalyzeError as err:
-        raise InputFileError(f"cases file 'defaults': {err}") from err
+        raise InputFileError(f"cases file {err}") from err
     entries: list[CaseEntry] = []
     seen: set[str] = set()
     for number, raw in enumerate(raw_cases):
@@ -312,6 +325,9 @@ def _load(text: str, fmt: CasesFormat) -> object:
                     f"cases file is not valid JSON: {err.msg} at line {err.lineno} "
                     f"column {err.colno}"
                 ) from err
+            except (ValueError, RecursionError) as err:  # huge integers, deep nesting
+                raise InputFileError(f"cases file is not readable JSON: {_first_line(err)}") \
+                    from err
         case "toml":
             if sys.version_info >= (3, 11):
                 import tomllib
@@ -321,7 +337,15 @@ def _load(text: str, fmt: CasesFormat) -> object:
                 return tomllib.loads(text)
             except tomllib.TOMLDecodeError as err:
                 raise InputFileError(f"cases file is not valid TOML: {err}") from err
+            except (ValueError, RecursionError) as err:  # huge integers, deep nesting
+                raise InputFileError(f"cases file is not readable TOML: {_first_line(err)}") \
+                    from err
     raise AssertionError(f"unknown cases format {fmt!r}")
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).splitlines()
+    return text[0] if text else type(err).__name__
 
 
 def _read_case(name: str, raw: Mapping[str, Any], base: CaseDefaults) -> Case:
@@ -380,6 +404,21 @@ def _with_options(base: CaseDefaults, raw: Mapping[str, Any], *, where: str) -> 
                                      "text such as '0,3' or a list of positions")
             case "strategy":
                 changes["strategies"] = parse_strategy_names(value, where)
+            case "device":
+                if isinstance(value, str):
+                    value = [value]
+                if not isinstance(value, list) or not value or not all(
+                    isinstance(name, str) for name in value
+                ):
+                    raise InputFileError(f"{where} device is {value!r}; expected a name such "
+                                         "as 'cpu', 'cuda', 'auto' or 'none', or a list")
+                changes["devices"] = tuple(value)
+            case "repeats" | "warmup":
+                least = 1 if key == "repeats" else 0
+                if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                    raise InputFileError(f"{where} {key} is {value!r}; expected a whole "
+                                         f"number of at least {least}")
+                changes[key] = value
             case "budgets":
                 if not isinstance(value, dict):
                     raise InputFileError(f"{where} budgets must be a table such as "

@@ -14,6 +14,7 @@ events; every peak counts the inputs.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -24,13 +25,15 @@ from .backends.base import CUDA_GRANULARITY, Run, make_context, predicted_peak_b
 from .backends.baselines import BASELINES, run_baseline
 from .backends.runners import run_strategy
 from .errors import BackendUnavailableError, PlanningError
+from .formatting import format_bytes, format_seconds
 from .parsing import parse_bytes
+from .planning import Step
 from .report import Report
 from .search import RECOMMENDED_LABEL
 from .strategies import StrategyResult
 
 __all__ = ["BASELINES", "CUDA_GRANULARITY", "Run", "execute", "execute_report",
-           "predicted_peak", "resolve_devices"]
+           "operand_scales", "predicted_peak", "resolve_devices"]
 
 CPU_FLOPS_PER_S = 5e9
 """A deliberately modest CPU rate, used only to refuse runs that would take far too long."""
@@ -39,19 +42,29 @@ CPU_TIME_LIMIT_S = 120.0
 """Runs predicted to take longer than this on CPU are skipped unless forced."""
 
 
+MAX_DEVICE_BYTES = 2**50
+"""No device holds a PiB: a run predicted to need more is refused in one short line."""
+
+
 def resolve_devices(names: Sequence[str] | None) -> tuple[str, ...]:
-    """Turn ``--device`` values into device names; the default is cpu plus cuda if present.
+    """Turn ``--device`` values into device names.
+
+    ``auto`` (the default, ``None``) is ``cuda:0`` where CUDA is available, else ``cpu``.
 
     Raises:
         BackendUnavailableError: A CUDA device that this machine does not have.
     """
     import torch
 
+    auto = ("cuda:0",) if torch.cuda.is_available() else ("cpu",)
     if names is None:
-        return ("cpu", "cuda:0") if torch.cuda.is_available() else ("cpu",)
+        return auto
     devices: list[str] = []
     for raw in names:
         name = raw.strip().lower()
+        if name == "auto":
+            devices.extend(auto)
+            continue
         if name == "cpu":
             devices.append("cpu")
             continue
@@ -71,7 +84,7 @@ def resolve_devices(names: Sequence[str] | None) -> tuple[str, ...]:
                 )
             devices.append(f"cuda:{index}")
             continue
-        raise BackendUnavailableError(f"device {raw!r} is not cpu, cuda, cuda:N or none")
+        raise BackendUnavailableError(f"device {raw!r} is not auto, cpu, cuda, cuda:N or none")
     return tuple(dict.fromkeys(devices))
 
 
@@ -103,6 +116,7 @@ def execute_report(
     max_memory_bytes: int | None = None,
     force: bool = False,
     on_progress: Callable[[str], None] | None = None,
+    on_run: Callable[[Run], None] | None = None,
 ) -> tuple[tuple[Run, ...], tuple[str, ...]]:
     """Run every modelled strategy and every baseline on every device.
 
@@ -116,6 +130,7 @@ def execute_report(
         max_memory_bytes: Skip runs whose predicted peak (inputs included) exceeds this.
         force: Run on CPU even when the predicted time is far beyond reason.
         on_progress: Called with a label as each run starts.
+        on_run: Called with each run as it finishes, so that a caller can stream them.
 
     Returns:
         The runs, and warnings (noisy timings, failed baselines).
@@ -131,6 +146,14 @@ def execute_report(
     ours = [s for s in report.strategies if s.name != "torch-autograd"]
     model = next((s for s in report.strategies if s.name == "torch-autograd"), None)
     baselines = BASELINES if backend == "torch" else ()
+    if backend != "torch":
+        warnings.append(f"the torch baselines (torch-autograd, opt_einsum-torch) run only "
+                        f"beside --backend torch: their 'vs torch' ratios compare torch "
+                        f"with torch on one device; --backend {backend} runs our strategies "
+                        "alone")
+    total = len(devices) * (len(ours) + len(baselines))
+    done = 0
+    overflowed: dict[tuple[str, str], list[str]] = {}
     for device in devices:
         why_not = executor.unavailable(device, report.dtype)
         if why_not is not None:
@@ -147,6 +170,7 @@ def execute_report(
         ]
         for name, is_baseline, _, reason in plans:
             if reason is not None:
+                done += 1
                 runs.append(Run(strategy=name, is_baseline=is_baseline, device=device,
                                 backend="torch" if is_baseline else backend, skipped=reason))
         wanted = [(name, is_baseline, s) for name, is_baseline, s, reason in plans
@@ -164,10 +188,13 @@ def execute_report(
             device=device, dtype=report.dtype, shapes=eq.shapes,
             output_shape=[eq.size_dict[c] for c in eq.output], text=eq.text,
             explicit=eq.explicit, seed=seed, grad=grad, check=check,
+            scales=operand_scales(report),
         )
         for name, is_baseline, strategy in wanted:
+            done += 1
             if on_progress is not None:
-                on_progress(f"{name} on {device}" + ("" if is_baseline else f" ({backend})"))
+                on_progress(f"{done}/{total} {name} on {device}"
+                            + ("" if is_baseline else f" ({backend})"))
             if is_baseline:
                 run = run_baseline(
                     name, context, text=eq.text, explicit=eq.explicit, path=report.plan.path,
@@ -187,15 +214,98 @@ def execute_report(
                     retained_bytes_predicted=strategy.memory.retained_bytes,
                     repeats=repeats, warmup=warmup,
                 )
+            if run.max_grad_error is not None and not math.isfinite(run.max_grad_error):
+                run = _overflowed(run, report, context)
+                overflowed.setdefault((device, run.note or ""), []).append(run.strategy)
             runs.append(run)
+            if on_run is not None:
+                on_run(run)
         del context
+    warnings.extend(f"{', '.join(names)} on {device} {note}"
+                    for (device, note), names in overflowed.items())
+    noise = _noise_summary(runs)
+    if noise:
+        warnings.append(noise)
+    return tuple(runs), tuple(warnings)
+
+
+def _noise_summary(runs: Sequence[Run]) -> str | None:
+    """One sentence for every noisy timing: how many, the worst, and what to do."""
+    noisy: list[tuple[float, str]] = []
+    measured = 0
     for run in runs:
         for phase, measurement in (("forward", run.forward), ("backward", run.backward)):
             if measurement is not None:
-                note = measurement.warning(f"{run.strategy} {phase} on {run.device}")
-                if note:
-                    warnings.append(note)
-    return tuple(runs), tuple(warnings)
+                measured += 1
+                if measurement.warning("") is not None:
+                    noisy.append((measurement.relative_spread,
+                                  f"{run.strategy} {phase} on {run.device}"))
+    if not noisy:
+        return None
+    spread, label = max(noisy)
+    return (f"timings were noisy in {len(noisy)} of {measured} measurements (IQR over a "
+            f"quarter of the median; worst: {label}, {spread:.0%}); the JSON report has "
+            "the spreads; rerun on a quiet machine or with more --repeats")
+
+
+def operand_scales(report: Report) -> tuple[float, ...]:
+    """Factors for float16's random operands, so that a realistic network stays finite.
+
+    Each summed index of size n multiplies the spread of the output by about sqrt(n);
+    each operand is scaled by ``n ** (-1 / (2 k))`` for every summed index it holds,
+    where k operands hold that index, so the output's spread is about 1. Other dtypes
+    (bfloat16 has float32's range) are drawn unscaled: ``()``.
+
+    Example:
+        >>> from einsum_analyze import analyze
+        >>> operand_scales(analyze("ab,bc->ac", [(2, 64), (64, 3)], dtype="float16"))
+        (0.3535533905932738, 0.3535533905932738)
+    """
+    if report.dtype != "float16":
+        return ()
+    eq = report.equation
+    holders: dict[str, int] = {}
+    for term in eq.terms:
+        for label in set(term):
+            holders[label] = holders.get(label, 0) + 1
+    summed = set(holders) - set(eq.output)
+    return tuple(
+        math.prod(eq.size_dict[label] ** (-0.5 / holders[label]) for label in set(term) & summed)
+        for term in eq.terms
+    )
+
+
+def _overflowed(run: Run, report: Report, context: Any) -> Run:
+    """A run whose gradients are not finite, marked as overflowed in its ``note``.
+
+    The forward path is replayed step by step in the run's dtype, on the same operands,
+    to name the first step whose output is not finite.
+    """
+    step = _first_nonfinite_step(report, context)
+    where = (f"step {step.index} ({step.equation}) is the first whose output is not finite"
+             if step is not None else "the forward is finite; a gradient is not")
+    return replace(run, max_grad_error=None, note=f"overflowed in {report.dtype}: {where}")
+
+
+def _first_nonfinite_step(report: Report, context: Any) -> Step | None:
+    """The first forward step whose output is not finite, on the run's own operands."""
+    import torch
+
+    from .backends.base import ascii_equation
+
+    live = list(context.operands)
+    with torch.no_grad():
+        for step in report.plan.steps:
+            # opt_einsum's order: operands taken from the highest position down.
+            taken = [live.pop(position) for position in sorted(step.operands, reverse=True)]
+            try:
+                value = torch.einsum(ascii_equation(step.equation), *taken)
+            except (RuntimeError, ValueError):
+                return None
+            if not bool(torch.isfinite(value).all()):
+                return step
+            live.append(value)
+    return None
 
 
 def predicted_peak(report: Report, strategy: StrategyResult, is_cuda: bool) -> int:
@@ -260,15 +370,18 @@ def _refusal(
         flops = report.plan.flops * 3
     else:
         flops = strategy.forward_flops + strategy.backward_flops
+    if peak > MAX_DEVICE_BYTES:
+        return f"needs {format_bytes(peak)}, beyond any device"
     if max_memory_bytes is not None and peak > max_memory_bytes:
-        return f"predicted peak {peak} B exceeds --max-memory {max_memory_bytes} B"
+        return (f"predicted peak {format_bytes(peak)} exceeds --max-memory "
+                f"{format_bytes(max_memory_bytes)}")
     if peak > free:
-        return f"predicted peak {peak} B exceeds the {free} B free on {device}"
+        return f"predicted peak {format_bytes(peak)} exceeds the {format_bytes(free)} free"
     if device == "cpu" and not force:
         seconds = flops / CPU_FLOPS_PER_S
         if seconds > CPU_TIME_LIMIT_S:
-            return (f"predicted {seconds:.0f} s per training step on cpu at "
-                    f"{CPU_FLOPS_PER_S:.0e} FLOP/s; pass --force to run it anyway")
+            return (f"predicted {format_seconds(seconds)} per training step on cpu at "
+                    f"{CPU_FLOPS_PER_S:.0e} FLOP/s; --force runs it anyway")
     return None
 
 
@@ -283,20 +396,25 @@ def execute(
     max_memory: int | str | None = None,
     force: bool = False,
     on_progress: Callable[[str], None] | None = None,
+    on_run: Callable[[Run], None] | None = None,
 ) -> Report:
     """Run the report's strategies and the torch baselines; return the report with runs.
 
     Args:
         report: From :func:`analyze`, with strategies.
-        devices: ``["cpu"]``, ``["cuda:0"]``, ...; None: cpu, plus cuda if present.
+        devices: ``["cpu"]``, ``["cuda:0"]``, ``["auto"]``, ...; None: auto, CUDA where
+            it is available, else cpu.
         backend: A registered backend (:func:`einsum_analyze.backends.backend_names`):
-            ``"torch"``, or ``"numpy"`` (cpu only, no baselines).
+            ``"torch"``, or ``"numpy"`` (cpu only; the torch baselines run beside ``torch``
+            only, and the report's warnings say so).
         repeats: Timed blocks per phase.
         warmup: Untimed calls first.
         seed: Seed of the random operands.
         max_memory: Skip runs whose predicted peak exceeds this (bytes, or ``"8GiB"``).
         force: Run on cpu even when the predicted time is far beyond reason.
-        on_progress: Called with a label as each run starts.
+        on_progress: Called as each run starts with a label that counts the runs,
+            ``"3/8 reverse on cuda:0 (torch)"`` (refused runs count, unannounced).
+        on_run: Called with each run as it finishes (the CLI streams them).
 
     Returns:
         A copy of ``report`` with ``runs`` and any new warnings.
@@ -330,10 +448,14 @@ def execute(
         max_memory_bytes=limit,
         force=force,
         on_progress=on_progress,
+        on_run=on_run,
     )
     environment = dict(report.environment)
     environment.update(torch_environment(chosen))
     environment["execution_s"] = time.perf_counter() - start
+    scales = operand_scales(report)
+    if scales:
+        environment["operand_scales"] = list(scales)
     recommended = report.recommended
     if recommended is not None and label is not None:
         recommended = replace(recommended, label=label, measured=_measured(runs, label))

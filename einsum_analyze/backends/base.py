@@ -259,19 +259,26 @@ def make_context(
     seed: int,
     grad: Sequence[int],
     check: bool = True,
+    scales: Sequence[float] = (),
 ) -> DeviceContext:
     """Draw seeded operands and an upstream gradient on ``device``; compute the oracle.
 
     The oracle is torch.autograd of torch.einsum in float64 (complex128); an equation
     with more than 52 labels is contracted pairwise along opt_einsum's path, each step
-    relabelled (:func:`.relabel.contract_along_path`).
+    relabelled (:func:`.relabel.contract_along_path`). ``scales``, when given, multiply
+    each operand (drawn in float32, then cast), so low precision stays finite.
     """
     import torch
 
     torch_dtype = getattr(torch, dtype)
     generator = torch.Generator(device="cpu").manual_seed(seed)
-    operands = [torch.randn(tuple(shape), generator=generator, dtype=torch_dtype).to(device)
-                for shape in shapes]
+    if scales:
+        operands = [(torch.randn(tuple(shape), generator=generator, dtype=torch.float32)
+                     * scale).to(torch_dtype).to(device)
+                    for shape, scale in zip(shapes, scales, strict=True)]
+    else:
+        operands = [torch.randn(tuple(shape), generator=generator,
+                                dtype=torch_dtype).to(device) for shape in shapes]
     upstream = torch.randn(tuple(output_shape), generator=generator,
                            dtype=torch_dtype).to(device)
     precise = oracle_dtype(dtype)
