@@ -318,7 +318,3 @@ class Einsum(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.equation!r}, strategy={self.strategy!r}"
-
-
-def _iter_registered() -> Iterator[str]:  # pragma: no cover - debugging aid
-    yield from ("einsum_analyze::contract", "einsum_analyze::contract_backward")
