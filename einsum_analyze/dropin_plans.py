@@ -97,8 +97,10 @@ class DropinPlan:
         return run_compiled(self.compiled.forward, live)
 
     def run_backward(self, saved: Sequence[Any], seed: Any) -> list[Any]:
-        """The backward events from the saved tensors and a contiguous upstream gradient
-        that they may take over; returns the gradients in ``grad`` order."""
+        """The backward events; returns the gradients in ``grad`` order.
+
+        ``seed`` is the upstream gradient, contiguous; the schedule may take it over.
+        """
         from .backends.torch_backend import run_compiled
 
         live = dict(zip(self.saved_names, saved, strict=True))
@@ -206,8 +208,10 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
     live = run_compiled(compiled.forward, {f"in{k}": t for k, t in enumerate(operands)})
     read = {name for e in result.events if e.phase == "backward" for name in e.inputs}
     needed = [name for name in live if name in read and name != compiled.output]
-    saved_operands = tuple(sorted(int(name[2:]) for name in needed
-                                  if name.startswith("in") and live[name] is operands[int(name[2:])]))
+    saved_operands = tuple(sorted(
+        int(name[2:]) for name in needed
+        if name.startswith("in") and live[name] is operands[int(name[2:])]
+    ))
     new_saved = tuple(name for name in needed
                       if not (name.startswith("in") and int(name[2:]) in saved_operands))
     if compiled.output in read:

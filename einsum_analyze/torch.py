@@ -27,7 +27,7 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ContextDecorator
 from typing import Any, TypeVar
 
@@ -67,12 +67,14 @@ _DTYPES = {
 
 def _plan_for(operands: Sequence[torch.Tensor], equation: str, strategy: str, optimize: str,
               budget: int, mask: Sequence[bool]) -> DropinPlan:
-    first = operands[0] if operands else None
-    dtype = _DTYPES.get(first.dtype) if first is not None else "float32"
+    if not operands:
+        raise DropinError("einsum(): must provide at least one operand")
+    first = operands[0]
+    dtype = _DTYPES.get(first.dtype)
     if dtype is None:
         raise DropinError(f"einsum(): dtype {first.dtype} is not supported; use one of "
                           f"{', '.join(_DTYPES.values())}")
-    device = str(first.device) if first is not None else "cpu"
+    device = str(first.device)
     return get_plan(equation, tuple(tuple(int(s) for s in t.shape) for t in operands), dtype,
                     device, tuple(mask), strategy, optimize, budget)
 
@@ -82,8 +84,10 @@ def _is_complex_dtype(dtype: torch.dtype) -> bool:
 
 
 def _own(tensor: torch.Tensor, others: Sequence[torch.Tensor]) -> torch.Tensor:
-    """``tensor``, or a copy where it shares storage with one of ``others`` (an op's
-    outputs may not alias its inputs)."""
+    """``tensor``, or a copy where it shares storage with one of ``others``.
+
+    A custom op's outputs may not alias its inputs.
+    """
     ptr = tensor.untyped_storage().data_ptr()
     if any(o.untyped_storage().data_ptr() == ptr for o in others):
         return tensor.clone()
@@ -236,7 +240,8 @@ def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | 
     grad_on = torch.is_grad_enabled()
     mask = [bool(grad_on and t.requires_grad) for t in tensors]
     budget_value = _budget_bytes(budget)
-    outputs = _contract(tensors, equation, strategy, optimize, budget_value, mask)
+    outputs: list[torch.Tensor] = _contract(tensors, equation, strategy, optimize,
+                                            budget_value, mask)
     return outputs[0]
 
 
@@ -269,18 +274,21 @@ class patch(ContextDecorator):  # noqa: N801 - used as a function: ``with patch(
 
     def __init__(self, *, strategy: str = "auto", budget: int | str | None = None,
                  optimize: str = "auto") -> None:
-        self._options = {"strategy": strategy, "budget": budget, "optimize": optimize}
+        self._strategy = strategy
+        self._budget = budget
+        self._optimize = optimize
         self._saved: list[Any] = []
 
     def __enter__(self) -> patch:
         import torch.functional
 
-        options = self._options
         original = torch.einsum
+        strategy, budget, optimize = self._strategy, self._budget, self._optimize
 
         @functools.wraps(original)
         def routed(equation: str, *operands: Any) -> torch.Tensor:
-            return einsum(equation, *operands, **options)
+            return einsum(equation, *operands, strategy=strategy, budget=budget,
+                          optimize=optimize)
 
         self._saved.append((torch.einsum, torch.functional.einsum))
         torch.einsum = routed
@@ -317,4 +325,5 @@ class Einsum(torch.nn.Module):
                       optimize=self.optimize)
 
     def extra_repr(self) -> str:
+        """The equation and strategy, for ``print(module)``."""
         return f"{self.equation!r}, strategy={self.strategy!r}"
