@@ -31,6 +31,7 @@ __all__ = [
     "CacheInfo",
     "DropinError",
     "DropinPlan",
+    "DropinValueError",
     "cache_info",
     "choose_plan",
     "clear_cache",
@@ -46,6 +47,21 @@ Layout = tuple[tuple[int, ...], tuple[int, ...]]
 
 class DropinError(EinsumAnalyzeError, RuntimeError):
     """Bad input to the drop-in einsum: a RuntimeError, as torch.einsum raises."""
+
+
+class DropinValueError(DropinError, ValueError):
+    """Bad input for which torch.einsum raises a ValueError (its opt_einsum path)."""
+
+
+def _input_error(message: str, equation: str, shapes: Sequence[Sequence[int]]) -> DropinError:
+    """The error to raise: of the type torch.einsum raises for the same input."""
+    try:
+        torch.einsum(equation, *(torch.empty(tuple(s), device="meta") for s in shapes))
+    except ValueError:
+        return DropinValueError(message)
+    except Exception:  # noqa: BLE001 - torch's own RuntimeError, or anything else
+        return DropinError(message)
+    return DropinError(message)
 
 
 class CacheInfo(NamedTuple):
@@ -104,6 +120,8 @@ class DropinPlan:
         from .backends.torch_backend import run_compiled
 
         live = dict(zip(self.saved_names, saved, strict=True))
+        if isinstance(saved, list):
+            saved.clear()  # the live tensors are the only references: freed as scheduled
         live["upstream"] = seed
         run_compiled(self.compiled.backward, live)
         return [live[f"d{k}"] for k in self.grad]
@@ -267,7 +285,7 @@ def get_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str, dev
     except DropinError:
         raise
     except EinsumAnalyzeError as err:
-        raise DropinError(f"einsum(): {err}") from None
+        raise _input_error(f"einsum(): {err}", equation, shapes) from None
     with cache.lock:
         cache.plans[key] = plan
         cache.plans.move_to_end(key)

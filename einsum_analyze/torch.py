@@ -116,21 +116,32 @@ def _contract_fake(operands: list[torch.Tensor], equation: str, strategy: str,
 def _contract_backward(upstream: torch.Tensor, saved: list[torch.Tensor], equation: str,
                        strategy: str, optimize: str, budget: int, mask: list[bool],
                        shapes: list[int]) -> list[torch.Tensor]:
-    plan = get_plan(equation, _unflatten(shapes), _DTYPES[upstream.dtype],
+    plan = _plan_for_backward(upstream, equation, strategy, optimize, budget, mask, shapes)
+    return [_own(g, [upstream, *saved]) for g in _run_backward(plan, upstream, list(saved))]
+
+
+def _plan_for_backward(upstream: torch.Tensor, equation: str, strategy: str, optimize: str,
+                       budget: int, mask: Sequence[bool], shapes: Sequence[int]) -> DropinPlan:
+    return get_plan(equation, _unflatten(shapes), _DTYPES[upstream.dtype],
                     str(upstream.device), tuple(mask), strategy, optimize, budget)
+
+
+def _run_backward(plan: DropinPlan, upstream: torch.Tensor,
+                  saved: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The planned backward; ``saved`` is emptied (the schedule owns its tensors)."""
     seed = upstream.contiguous()
     if _is_complex_dtype(seed.dtype) and seed is upstream:
         seed = seed.clone()  # the seed is conjugated in place (backward's conjugated space)
-    grads = plan.run_backward(saved, seed)
-    return [_own(g, [upstream, *saved]) for g in grads]
+    held = list(saved)
+    saved.clear()
+    return plan.run_backward(held, seed)
 
 
 @_contract_backward.register_fake
 def _contract_backward_fake(upstream: torch.Tensor, saved: list[torch.Tensor], equation: str,
                             strategy: str, optimize: str, budget: int, mask: list[bool],
                             shapes: list[int]) -> list[torch.Tensor]:
-    plan = get_plan(equation, _unflatten(shapes), _DTYPES[upstream.dtype],
-                    str(upstream.device), tuple(mask), strategy, optimize, budget)
+    plan = _plan_for_backward(upstream, equation, strategy, optimize, budget, mask, shapes)
     return [torch.empty_strided(shape, stride, dtype=upstream.dtype, device=upstream.device)
             for shape, stride in plan.gradient_layouts]
 
@@ -158,12 +169,27 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: list[torch.Tensor]
     operands, equation, strategy, optimize, budget, mask = inputs
     plan = _plan_for(operands, equation, strategy, optimize, budget, mask)
     saved = [operands[k] for k in plan.saved_operands] + list(output[1:])
-    ctx.save_for_backward(*saved)
     ctx.mark_non_differentiable(*output[1:])
     ctx.set_materialize_grads(False)
     ctx.options = (equation, strategy, optimize, budget, list(mask))
     ctx.shapes = _flatten([t.shape for t in operands])
     ctx.count = len(operands)
+    if _tracing(output[0]):
+        ctx.save_for_backward(*saved)
+        ctx.held = None
+    else:
+        # Eager: the node holds the saved tensors in a list that backward empties, so
+        # that the schedule frees each one when its last reader is done (tensors saved
+        # with save_for_backward would live until the whole backward returns).
+        ctx.held = [saved]
+
+
+def _tracing(tensor: torch.Tensor) -> bool:
+    """Whether a compiler is tracing (fake or functional tensors): save as usual."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return (torch.compiler.is_compiling() or isinstance(tensor, FakeTensor)
+            or torch._is_functional_tensor(tensor))
 
 
 def _backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple[Any, ...]:
@@ -172,15 +198,29 @@ def _backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple[Any, ...]:
     equation, strategy, optimize, budget, mask = ctx.options
     if upstream is None or not any(mask):
         return ([None] * ctx.count, *nones)
-    saved = list(ctx.saved_tensors)
+    if ctx.held is None:
+        saved = list(ctx.saved_tensors)
+    elif ctx.held:
+        saved = ctx.held.pop()
+    else:
+        raise DropinError(
+            "einsum_analyze.torch.einsum: backward ran twice through the same graph; its "
+            "saved tensors are freed after the first (use torch.einsum to retain the graph)"
+        )
     if torch.is_grad_enabled() and (upstream.requires_grad or any(t.requires_grad for t in saved)):
         raise DropinError(
             "einsum_analyze.torch.einsum does not support double backward (create_graph=True); "
             "use torch.einsum for higher-order gradients"
         )
-    computed = iter(_contract_backward(upstream, saved, equation, strategy, optimize, budget,
-                                       mask, ctx.shapes))
-    return ([next(computed) if wanted else None for wanted in mask], *nones)
+    if ctx.held is None:
+        computed = _contract_backward(upstream, saved, equation, strategy, optimize, budget,
+                                      mask, ctx.shapes)
+    else:
+        plan = _plan_for_backward(upstream, equation, strategy, optimize, budget, mask,
+                                  ctx.shapes)
+        computed = _run_backward(plan, upstream, saved)
+    flow = iter(computed)
+    return ([next(flow) if wanted else None for wanted in mask], *nones)
 
 
 _contract.register_autograd(_backward, setup_context=_setup_context)
