@@ -137,7 +137,7 @@ def test_double_backward_is_a_clear_error() -> None:
 def test_bad_input_raises_like_torch_einsum(equation: str,
                                             shapes: list[tuple[int, ...]]) -> None:
     operands = [torch.randn(s) for s in shapes]
-    with pytest.raises(RuntimeError) as torch_error:
+    with pytest.raises((RuntimeError, ValueError)) as torch_error:
         torch.einsum(equation, *operands)
     with pytest.raises(type(torch_error.value)) as ours:
         einsum(equation, *operands)
