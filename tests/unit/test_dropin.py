@@ -21,6 +21,13 @@ CORPUS = [c for c in small_cases(20_000) if c.category != "bench"] + [
 ]
 
 
+@pytest.fixture(params=["function", "custom-op"])
+def eager_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run eager calls through the autograd.Function twin, then through the custom op."""
+    monkeypatch.setattr(dropin, "EAGER_FAST_PATH", request.param == "function")
+    return str(request.param)
+
+
 def _oracle(equation: str, operands: list[torch.Tensor], upstream: torch.Tensor,
             grad: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """torch.autograd of torch.einsum in float64 (complex128)."""
@@ -68,7 +75,7 @@ def _operands(case: Case, dtype: torch.dtype = torch.float64, seed: int = 0) -> 
 
 
 @pytest.mark.parametrize("case", CORPUS, ids=str)
-def test_corpus_matches_the_oracle(case: Case) -> None:
+def test_corpus_matches_the_oracle(case: Case, eager_path: str) -> None:
     operands = _operands(case)
     n = len(operands)
     for grad in (list(range(n)), [0], [n - 1], []):
@@ -88,13 +95,13 @@ def test_corpus_matches_the_oracle(case: Case) -> None:
      ("i,j,ij->", [(3,), (4,), (3, 4)])],
 )
 def test_dtypes(equation: str, shapes: list[tuple[int, ...]], dtype: torch.dtype,
-                tol: float) -> None:
+                tol: float, eager_path: str) -> None:
     generator = torch.Generator().manual_seed(0)
     operands = [torch.randn(s, generator=generator, dtype=dtype) for s in shapes]
     _check(equation, operands, list(range(len(shapes))), tol)
 
 
-def test_non_contiguous_and_expanded_inputs() -> None:
+def test_non_contiguous_and_expanded_inputs(eager_path: str) -> None:
     base = torch.randn(5, 1, dtype=torch.float64, requires_grad=True)
     wide = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
     y = einsum("ij,jk->ik", base.expand(5, 4), wide[:, ::2])
@@ -107,7 +114,7 @@ def test_non_contiguous_and_expanded_inputs() -> None:
     torch.testing.assert_close(einsum("ij,jk->ik", a.T, wide.T), a.T @ wide.T)
 
 
-def test_autocast_casts_as_torch_einsum_does() -> None:
+def test_autocast_casts_as_torch_einsum_does(eager_path: str) -> None:
     a, b = torch.randn(4, 5, requires_grad=True), torch.randn(5, 6, requires_grad=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         y = einsum("ij,jk->ik", a, b)
@@ -117,12 +124,16 @@ def test_autocast_casts_as_torch_einsum_does() -> None:
     assert a.grad is not None and a.grad.dtype == torch.float32
 
 
-def test_double_backward_is_a_clear_error() -> None:
+def test_double_backward_is_a_clear_error(eager_path: str) -> None:
     a = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     b = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
     y = einsum("ij,jk->ik", a, b).sum()
     with pytest.raises(RuntimeError, match="double backward.*torch.einsum"):
         torch.autograd.grad(y, a, create_graph=True)
+    y = einsum("ij,jk->ik", a, b).sum()
+    torch.autograd.grad(y, a, retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward ran twice"):
+        torch.autograd.grad(y, a)
 
 
 @pytest.mark.parametrize(
@@ -221,7 +232,7 @@ def test_the_cache_is_thread_safe() -> None:
     assert dropin.cache_info().size == 6  # 6 distinct shapes, whatever the interleaving
 
 
-def test_patch_routes_torch_einsum_in_a_scope_and_restores_it() -> None:
+def test_patch_routes_torch_einsum_in_a_scope_and_restores_it(eager_path: str) -> None:
     original = torch.einsum
     dropin.clear_cache()
     a, b = torch.randn(2, 3), torch.randn(3, 4)
@@ -250,13 +261,12 @@ def test_module_wrapper() -> None:
     assert "bi,ij->bj" in repr(layer)
 
 
-def test_saves_exactly_the_planned_tensors() -> None:
+def test_saves_exactly_the_planned_tensors(eager_path: str) -> None:
     equation, shapes = "bc,bd,cm,mdn->bn", ((64, 2), (64, 3), (2, 4), (4, 3, 6))
     operands = [torch.randn(s, requires_grad=True) for s in shapes]
     plan = get_plan(equation, shapes, "float32", "cpu", (True,) * 4, "auto", "auto", -1)
     y = einsum(equation, *operands)
-    node = y.grad_fn
-    held = node.held[0] if node.held else []
+    held = y.grad_fn.held[0]
     kept = [t for t in held if not any(t is o for o in operands)]
     assert sum(t.untyped_storage().nbytes() for t in kept) == plan.result.memory.retained_bytes
 
