@@ -317,3 +317,18 @@ def test_a_module_compiles_with_inductor() -> None:
     layer.core.grad = None
     layer(*inputs).backward()
     torch.testing.assert_close(got, layer.core.grad)
+
+
+@pytest.mark.slow
+def test_the_training_example_runs_with_the_same_loss_curve() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    result = subprocess.run(
+        [sys.executable, str(root / "examples" / "train_mps.py"), "--steps", "30", "--batch", "64"],
+        capture_output=True, text=True, check=False, cwd=root,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "largest relative gap" in result.stdout
