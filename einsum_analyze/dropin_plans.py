@@ -191,9 +191,13 @@ def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
     ``path`` (a linear path, or None for ``optimize``'s) and ``options`` (the strategy's
     options, e.g. its keep set).
     """
-    try:
-        from . import search  # type: ignore[attr-defined]
-    except ImportError:
+    import importlib
+
+    try:  # not imported by name: the package must not depend on a module it may lack
+        search = importlib.import_module("einsum_analyze.search")
+    except ModuleNotFoundError as err:
+        if err.name != "einsum_analyze.search":
+            raise
         return None
     recommend = getattr(search, "recommend", None)
     if recommend is None:
