@@ -306,6 +306,7 @@ def test_a_module_compiles_with_fullgraph() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 def test_a_module_compiles_with_inductor() -> None:
     torch._dynamo.reset()
     layer = _Layer()
