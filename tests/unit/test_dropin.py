@@ -333,3 +333,57 @@ def test_the_training_example_runs_with_the_same_loss_curve() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "largest relative gap" in result.stdout
+
+
+def test_auto_runs_the_search_recommendation_where_there_is_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+    import types
+
+    asked: list[dict[str, object]] = []
+
+    def recommend(equation: str, shapes: object, **options: object) -> object:
+        asked.append({"equation": equation, **options})
+        return types.SimpleNamespace(strategy="independent", path=[[0, 1], [0, 1]], options={})
+
+    monkeypatch.setitem(sys.modules, "einsum_analyze.search",
+                        types.SimpleNamespace(recommend=recommend))
+    dropin.clear_cache()
+    shapes = ((3, 4), (4, 5), (5, 2))
+    plan = get_plan("ab,bc,cd->ad", shapes, "float64", "cpu", (True, False, True), "auto",
+                    "auto", 4096)
+    assert plan.strategy == "independent"
+    assert asked == [{"equation": "ab,bc,cd->ad", "dtype": "float64", "grad": (0, 2),
+                      "budget_bytes": 4096, "optimize": "auto"}]
+    generator = torch.Generator().manual_seed(0)
+    operands = [torch.randn(s, generator=generator, dtype=torch.float64) for s in shapes]
+    _check("ab,bc,cd->ad", operands, [0, 2], 1e-10)
+    dropin.clear_cache()
+
+
+def test_budget_passes_to_strategies_that_take_one() -> None:
+    from einsum_analyze.strategies import (
+        StrategyInput,
+        StrategySpec,
+        register_strategy,
+        unregister_strategy,
+    )
+    from einsum_analyze.strategies.reverse import build_reverse
+
+    seen: list[object] = []
+
+    def build(given: StrategyInput):  # type: ignore[no-untyped-def]
+        seen.append(given.options["budget_bytes"])
+        return build_reverse(given)
+
+    register_strategy(StrategySpec(name="budgeted", build=build, description="test only",
+                                   default=False, options={"budget_bytes": None}))
+    try:
+        a = torch.randn(3, 4, requires_grad=True)
+        einsum("ij,jk->ik", a, torch.randn(4, 5), strategy="budgeted", budget="1KiB")
+        einsum("ij,jk->ik", a, torch.randn(4, 5), strategy="reverse", budget="1KiB")
+    finally:
+        unregister_strategy("budgeted")
+        dropin.clear_cache()
+    assert seen == [1024]
