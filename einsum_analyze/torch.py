@@ -189,11 +189,13 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: list[torch.Tensor]
 
 
 def _tracing(tensor: torch.Tensor) -> bool:
-    """Whether a compiler is tracing (fake or functional tensors): save as usual."""
-    from torch._subclasses.fake_tensor import FakeTensor
+    """Whether a compiler is tracing: save as compilers require.
 
-    return (torch.compiler.is_compiling() or isinstance(tensor, FakeTensor)
-            or torch._is_functional_tensor(tensor))
+    Eager tensors are plain ``torch.Tensor`` (or parameters); a tracer's are subclasses
+    (fake, functional, proxy), and so are user subclasses, which take the same path.
+    """
+    return torch.compiler.is_compiling() or type(tensor) not in (torch.Tensor,
+                                                                 torch.nn.Parameter)
 
 
 def _backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple[Any, ...]:

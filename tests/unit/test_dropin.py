@@ -275,10 +275,14 @@ def test_saves_exactly_the_planned_tensors(eager_path: str) -> None:
     ("equation", "shapes", "mask"),
     [("bc,bd,cm,mdn->bn", [(5, 2), (5, 3), (2, 4), (4, 3, 6)], [True, False, True, True]),
      ("ijj,k->ik", [(3, 4, 4), (5,)], [True, True]),
-     ("...ij,...jk->...ik", [(2, 1, 3, 4), (1, 3, 4, 5)], [False, True])],
+     ("...ij,...jk->...ik", [(2, 1, 3, 4), (1, 3, 4, 5)], [False, True]),
+     ("ij->ij", [(3, 4)], [True]),
+     ("ij,jk->ik", [(3, 4), (4, 5)], [False, False])],
 )
-def test_opcheck(equation: str, shapes: list[tuple[int, ...]], mask: list[bool]) -> None:
-    operands = [torch.randn(s, dtype=torch.float64, requires_grad=m)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_opcheck(equation: str, shapes: list[tuple[int, ...]], mask: list[bool],
+                 dtype: torch.dtype) -> None:
+    operands = [torch.randn(s, dtype=dtype, requires_grad=m)
                 for s, m in zip(shapes, mask, strict=True)]
     torch.library.opcheck(dropin._contract, (operands, equation, "auto", "auto", -1, mask))
 
@@ -292,17 +296,30 @@ class _Layer(torch.nn.Module):
         return einsum("bc,bd,cm,mdn->bn", a, b, c, self.core).sin().sum()
 
 
-def test_a_module_compiles_with_fullgraph() -> None:
+@pytest.mark.filterwarnings("ignore:Your compiler for AOTAutograd:UserWarning")
+def test_a_module_compiles_with_fullgraph_keeping_both_ops() -> None:
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+
     torch._dynamo.reset()
     layer = _Layer()
     inputs = [torch.randn(5, 2, dtype=torch.float64), torch.randn(5, 3, dtype=torch.float64),
               torch.randn(2, 4, dtype=torch.float64)]
-    compiled = torch.compile(layer, fullgraph=True, dynamic=False, backend="aot_eager")
+    backend = AotEagerAndRecordGraphs()
+    compiled = torch.compile(layer, fullgraph=True, dynamic=False, backend=backend)
     compiled(*inputs).backward()
     got = layer.core.grad.clone()
     layer.core.grad = None
     layer(*inputs).backward()
     torch.testing.assert_close(got, layer.core.grad)
+
+    def targets(graphs: list[torch.fx.GraphModule]) -> list[str]:
+        return [str(n.target) for g in graphs for n in g.graph.nodes if n.op == "call_function"]
+
+    # The plan is kept as it is: one opaque node forward, one backward, no einsum inside.
+    assert targets(backend.fw_graphs).count("einsum_analyze.contract.default") == 1
+    assert targets(backend.bw_graphs).count("einsum_analyze.contract_backward.default") == 1
+    traced = targets(backend.fw_graphs + backend.bw_graphs)
+    assert not [t for t in traced if t.startswith(("aten.bmm", "aten.einsum", "aten.mm"))]
 
 
 @pytest.mark.slow
