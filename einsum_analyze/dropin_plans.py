@@ -88,6 +88,8 @@ class DropinPlan:
             by the forward op after the result, so that autograd saves them).
         forward_layouts: Shape and strides of the result and of each ``new_saved``.
         gradient_layouts: Shape and strides of each gradient, in ``grad`` order.
+        output_may_alias: The result is an operand or a view of one (e.g. ``ij->ij``):
+            the ops return a copy, as an op's outputs may not alias its inputs.
     """
 
     strategy: str
@@ -99,6 +101,7 @@ class DropinPlan:
     new_saved: tuple[str, ...]
     forward_layouts: tuple[Layout, ...]
     gradient_layouts: tuple[Layout, ...]
+    output_may_alias: bool = True
 
     @property
     def saved_names(self) -> tuple[str, ...]:
@@ -249,7 +252,17 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
     return DropinPlan(strategy=result.name, result=result, compiled=compiled,
                       output=compiled.output, grad=grad, saved_operands=saved_operands,
                       new_saved=new_saved, forward_layouts=forward_layouts,
-                      gradient_layouts=gradient_layouts)
+                      gradient_layouts=gradient_layouts,
+                      output_may_alias=_reaches_an_operand(result.events, compiled.output))
+
+
+def _reaches_an_operand(events: Sequence[Any], name: str) -> bool:
+    """Whether the tensor ``name`` is an operand or a chain of views of one."""
+    views = {e.tensor: e.inputs[0] for e in events
+             if e.phase == "forward" and e.kind == "alloc" and e.op == "view"}
+    while name in views:
+        name = views[name]
+    return name.startswith("in") and name[2:].isdigit()
 
 
 def _layout(tensor: Any) -> Layout:

@@ -262,29 +262,29 @@ def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | 
     """
     if len(operands) == 1 and isinstance(operands[0], list | tuple):
         operands = tuple(operands[0])
-    tensors = list(operands)
-    if not tensors:
+    if not operands:
         raise DropinError("einsum(): must provide at least one operand")
-    devices = {t.device for t in tensors}
-    if len(devices) > 1:
-        raise DropinError(
-            "einsum(): expected all operands on one device, got "
-            + ", ".join(str(d) for d in devices)
-        )
-    device_type = tensors[0].device.type
-    low = _autocast_dtype(device_type)
-    if low is not None and all(t.is_floating_point() for t in tensors):
-        tensors = [t.to(low) for t in tensors]
-    dtypes = {t.dtype for t in tensors}
-    if len(dtypes) > 1:
-        raise DropinError(
-            "einsum(): expected all operands of one dtype, got "
-            + ", ".join(str(d) for d in dtypes)
-            + " (convert them, or use torch.autocast)"
-        )
-    tensors = [t if t.is_contiguous() else t.contiguous() for t in tensors]
+    first = operands[0]
+    device, dtype = first.device, first.dtype
+    low = _autocast_dtype(device.type)
+    if low is not None and all(t.is_floating_point() for t in operands):
+        operands = tuple(t.to(low) for t in operands)
+        dtype = low
+    for t in operands:
+        if t.device != device:
+            raise DropinError(
+                "einsum(): expected all operands on one device, got "
+                + ", ".join(dict.fromkeys(str(t.device) for t in operands))
+            )
+        if t.dtype != dtype:
+            raise DropinError(
+                "einsum(): expected all operands of one dtype, got "
+                + ", ".join(dict.fromkeys(str(t.dtype) for t in operands))
+                + " (convert them, or use torch.autocast)"
+            )
+    tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     grad_on = torch.is_grad_enabled()
-    mask = [bool(grad_on and t.requires_grad) for t in tensors]
+    mask = [grad_on and t.requires_grad for t in tensors]
     budget_value = _budget_bytes(budget)
     if EAGER_FAST_PATH and not torch.compiler.is_compiling():
         plan = _plan_for(tensors, equation, strategy, optimize, budget_value, mask)
@@ -304,9 +304,8 @@ custom op. Tests set it to False to run eager calls through the op."""
 
 
 def _forward_output(plan: DropinPlan, operands: Sequence[torch.Tensor]) -> torch.Tensor:
-    with torch.no_grad():
-        live = plan.run_forward(operands)
-    return _own(live[plan.output], operands)
+    out = plan.run_forward(operands)[plan.output]
+    return _own(out, operands) if plan.output_may_alias else out
 
 
 class _EagerContract(torch.autograd.Function):
@@ -315,7 +314,9 @@ class _EagerContract(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, plan: DropinPlan, *operands: torch.Tensor) -> torch.Tensor:
         live = plan.run_forward(operands)
-        out = _own(live[plan.output], operands)
+        out = live[plan.output]
+        if plan.output_may_alias:
+            out = _own(out, operands)
         ctx.plan = plan
         ctx.held = [[live[f"in{k}"] for k in plan.saved_operands]
                     + [live[name] for name in plan.new_saved]]
