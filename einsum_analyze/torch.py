@@ -304,7 +304,7 @@ custom op. Tests set it to False to run eager calls through the op."""
 
 
 def _forward_output(plan: DropinPlan, operands: Sequence[torch.Tensor]) -> torch.Tensor:
-    out = plan.run_forward(operands)[plan.output]
+    out: torch.Tensor = plan.run_forward(operands)[plan.output]
     return _own(out, operands) if plan.output_may_alias else out
 
 
