@@ -314,7 +314,7 @@ class _EagerContract(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, plan: DropinPlan, *operands: torch.Tensor) -> torch.Tensor:
         live = plan.run_forward(operands)
-        out = live[plan.output]
+        out: torch.Tensor = live[plan.output]
         if plan.output_may_alias:
             out = _own(out, operands)
         ctx.plan = plan
