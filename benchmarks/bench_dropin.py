@@ -18,7 +18,8 @@ operands, cpu, one thread) against the kernels the call launches.
     python benchmarks/bench_dropin.py --device cpu --scale 8 --no-compile
 
 On cpu the large dimensions are divided by --scale (default 8 on cpu, 1 on cuda). A
-compile that fails is reported as skipped, with its reason.
+compile that fails is reported as skipped, with its reason; after --max-seconds (240)
+no new compile starts, so that a full run stays within about five minutes.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def peak_bytes(step: Callable[[], Any], device: str) -> int:
 
 
 def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
-               compile_runs: bool) -> dict[str, Callable[[], Any] | str]:
+               compile_runs: bool, deadline: float) -> dict[str, Callable[[], Any] | str]:
     """A forward + backward callable per run, or the reason it is skipped."""
     import opt_einsum
     import torch
@@ -134,6 +135,9 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
         if not compile_runs:
             steps[name] = "compile runs not asked for (--no-compile)"
             continue
+        if time.perf_counter() > deadline:
+            steps[name] = "skipped: --max-seconds reached before this compile"
+            continue
         try:
             torch._dynamo.reset()
             compiled = torch.compile(module, fullgraph=True, dynamic=False)
@@ -155,7 +159,8 @@ def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Names
                 for s in shapes]
     out_shape = torch.einsum(case["equation"], *[t.detach() for t in operands]).shape
     upstream = torch.randn(tuple(out_shape), generator=generator, dtype=dtype).to(device)
-    steps = make_steps(case["equation"], operands, upstream, not args.no_compile)
+    steps = make_steps(case["equation"], operands, upstream, not args.no_compile,
+                       args.deadline)
     results: dict[str, dict[str, Any]] = {}
     for name in RUNS:
         step = steps[name]
@@ -300,6 +305,8 @@ def main() -> int:
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled runs")
     parser.add_argument("--overhead-iterations", type=int, default=2000)
+    parser.add_argument("--max-seconds", type=float, default=240.0,
+                        help="start no compile after this many seconds (keeps the run short)")
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args()
     if args.device == "cuda":
@@ -312,6 +319,7 @@ def main() -> int:
     cases = json.loads((HERE / "cases.json").read_text())["cases"]
     wanted = {name for name in args.cases.split(",") if name}
     start = time.perf_counter()
+    args.deadline = start + args.max_seconds
     results = []
     for case in cases:
         if wanted and case["name"] not in wanted:
