@@ -208,6 +208,20 @@ def per_call_overhead(iterations: int) -> dict[str, float]:
         def ours_both() -> Any:
             return torch.autograd.grad(einsum(equation, a, b), (a, b), upstream)
 
+        class Nothing(torch.autograd.Function):
+            """An autograd node that computes nothing: the engine's own cost."""
+
+            @staticmethod
+            def forward(ctx: Any, x: Any, y: Any) -> Any:
+                return x.view_as(x)
+
+            @staticmethod
+            def backward(ctx: Any, grad: Any) -> Any:
+                return grad, grad
+
+        def engine_floor() -> Any:
+            return torch.autograd.grad(Nothing.apply(a, b), (a, b), upstream)
+
         def torch_forward() -> Any:
             with torch.no_grad():
                 return torch.einsum(equation, a, b)
@@ -233,10 +247,14 @@ def per_call_overhead(iterations: int) -> dict[str, float]:
             "ours_forward_backward_s": per_call(ours_both),
             "torch_forward_s": per_call(torch_forward),
             "torch_forward_backward_s": per_call(torch_both),
+            "autograd_floor_s": per_call(engine_floor),
         }
         figures["overhead_forward_s"] = figures["ours_forward_s"] - figures["kernels_forward_s"]
         figures["overhead_forward_backward_s"] = (
             figures["ours_forward_backward_s"] - figures["kernels_forward_backward_s"]
+        )
+        figures["overhead_forward_backward_beyond_autograd_s"] = (
+            figures["overhead_forward_backward_s"] - figures["autograd_floor_s"]
         )
         return figures
     finally:
@@ -339,6 +357,9 @@ def main() -> int:
         f"{us['kernels_forward_backward_s']:.1f}, overhead "
         f"{us['overhead_forward_backward_s']:.1f}; torch.einsum "
         f"{us['torch_forward_backward_s']:.1f}",
+        f"  autograd's own floor (autograd.grad through a node that computes nothing): "
+        f"{us['autograd_floor_s']:.1f}; overhead beyond it "
+        f"{us['overhead_forward_backward_beyond_autograd_s']:.1f}",
     ]
     print("\n".join(["Environment: " + json.dumps(env), f"scale: /{scale}", "",
                      "Peaks exclude the operands and the upstream gradient (held before).", ""]
