@@ -404,3 +404,10 @@ def test_budget_passes_to_strategies_that_take_one() -> None:
         unregister_strategy("budgeted")
         dropin.clear_cache()
     assert seen == [1024]
+
+
+def test_non_ascii_labels() -> None:
+    generator = torch.Generator().manual_seed(0)
+    operands = [torch.randn(s, generator=generator, dtype=torch.float64)
+                for s in ((3, 4), (4, 5, 5))]
+    _check("αβ,βγγ->αγ", operands, [0, 1], 1e-12)
