@@ -167,7 +167,7 @@ class BatchReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The batch document (schema ``$defs/batch`` of ``report.schema.json``)."""
-        from . import __version__
+        from ._version import __version__
 
         statuses = [case.status for case in self.cases]
         return {
