@@ -187,30 +187,38 @@ def _model(equation: str, shapes: Sequence[Sequence[int]], dtype: str, grad: Seq
 
 def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
                  grad: Sequence[int], optimize: str, budget: int) -> StrategyResult | None:
-    """The training-plans search's recommended plan, where the package offers one.
+    """The training-aware search's recommended plan (docs/training.md).
 
-    Expected: ``einsum_analyze.search.recommend(equation, shapes, *, dtype, grad,
-    budget_bytes, optimize)`` returning an object with ``strategy`` (a registered name),
-    ``path`` (a linear path, or None for ``optimize``'s) and ``options`` (the strategy's
-    options, e.g. its keep set).
+    The search scores candidate paths with every strategy that runs on our executor
+    (``checkpoint`` only when there is a budget to fit) by the training step's FLOPs,
+    and recommends the cheapest within the budget. Its result carries the schedule of
+    its own path, which is what runs.
+
+    Raises:
+        EinsumAnalyzeError: No plan fits the budget (the message gives the smallest
+            reachable training peak and the plan that reaches it).
     """
-    import importlib
+    from .analysis import analyze
+    from .strategies import get_strategy, strategy_names
 
-    try:  # not imported by name: the package must not depend on a module it may lack
-        search = importlib.import_module("einsum_analyze.search")
-    except ModuleNotFoundError as err:
-        if err.name != "einsum_analyze.search":
-            raise
+    bounded = budget != NO_BUDGET
+    strategies = [name for name in strategy_names() if get_strategy(name).lowered
+                  and (bounded or "budget_bytes" not in get_strategy(name).options)
+                  and not get_strategy(name).needs_gradient_plans]
+    report = analyze(equation, shapes, dtype=dtype, grad=list(grad), optimize=optimize,
+                     strategies=strategies, objective="flops",
+                     budget=budget if bounded else None)
+    recommended = report.recommended
+    if recommended is None:
         return None
-    recommend = getattr(search, "recommend", None)
-    if recommend is None:
-        return None
-    plan = recommend(equation, shapes, dtype=dtype, grad=tuple(grad),
-                     budget_bytes=None if budget == NO_BUDGET else budget, optimize=optimize)
-    path = getattr(plan, "path", None)
-    return _model(equation, shapes, dtype, grad, plan.strategy,
-                  optimize if path is None else [list(p) for p in path], NO_BUDGET,
-                  getattr(plan, "options", None))
+    plan = recommended.plan
+    if not recommended.fits:
+        raise EinsumAnalyzeError(
+            f"no plan fits the budget of {budget} B: the smallest reachable peak is "
+            f"{plan.peak_bytes} B (strategy {plan.strategy!r} on the {plan.source} path, "
+            "inputs counted)"
+        )
+    return plan.result
 
 
 def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,

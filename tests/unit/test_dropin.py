@@ -13,6 +13,7 @@ import einsum_analyze.torch as dropin
 from einsum_analyze import parse_equation
 from einsum_analyze.backends.relabel import torch_equation
 from einsum_analyze.dropin_plans import get_plan
+from einsum_analyze.errors import EinsumAnalyzeError
 from einsum_analyze.torch import DropinError, Einsum, einsum, patch
 
 CORPUS = [c for c in small_cases(20_000) if c.category != "bench"] + [
@@ -352,30 +353,31 @@ def test_the_training_example_runs_with_the_same_loss_curve() -> None:
     assert "largest relative gap" in result.stdout
 
 
-def test_auto_runs_the_search_recommendation_where_there_is_one(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import sys
-    import types
+def test_auto_runs_the_search_recommendation() -> None:
+    # strategy="auto" runs the training-aware search's recommended plan (path and
+    # strategy), within the budget, and its gradients match the oracle.
+    from einsum_analyze import analyze
 
-    asked: list[dict[str, object]] = []
-
-    def recommend(equation: str, shapes: object, **options: object) -> object:
-        asked.append({"equation": equation, **options})
-        return types.SimpleNamespace(strategy="independent", path=[[0, 1], [0, 1]], options={})
-
-    monkeypatch.setitem(sys.modules, "einsum_analyze.search",
-                        types.SimpleNamespace(recommend=recommend))
     dropin.clear_cache()
     shapes = ((3, 4), (4, 5), (5, 2))
     plan = get_plan("ab,bc,cd->ad", shapes, "float64", "cpu", (True, False, True), "auto",
                     "auto", 4096)
-    assert plan.strategy == "independent"
-    assert asked == [{"equation": "ab,bc,cd->ad", "dtype": "float64", "grad": (0, 2),
-                      "budget_bytes": 4096, "optimize": "auto"}]
+    report = analyze("ab,bc,cd->ad", shapes, dtype="float64", grad=[0, 2],
+                     strategies=["reverse"], objective="flops", budget=4096)
+    assert report.recommended is not None and report.recommended.fits
+    assert plan.strategy == report.recommended.plan.strategy
     generator = torch.Generator().manual_seed(0)
     operands = [torch.randn(s, generator=generator, dtype=torch.float64) for s in shapes]
     _check("ab,bc,cd->ad", operands, [0, 2], 1e-10)
+    dropin.clear_cache()
+
+
+def test_auto_with_a_budget_below_the_floor_names_the_smallest_peak() -> None:
+    dropin.clear_cache()
+    shapes = ((3, 4), (4, 5), (5, 2))
+    with pytest.raises(EinsumAnalyzeError, match="smallest reachable peak is [0-9]+ B"):
+        get_plan("ab,bc,cd->ad", shapes, "float64", "cpu", (True, True, True), "auto",
+                 "auto", 64)
     dropin.clear_cache()
 
 
