@@ -26,6 +26,7 @@ from .backends.baselines import BASELINES, run_baseline
 from .backends.runners import run_strategy
 from .errors import BackendUnavailableError, PlanningError
 from .formatting import format_bytes, format_seconds
+from .memory import simulate_memory
 from .parsing import parse_bytes
 from .planning import Step
 from .report import Report
@@ -211,7 +212,8 @@ def execute_report(
                     executor, context, strategy=strategy.name, events=strategy.events,
                     sizes=eq.size_dict,
                     peak_bytes_predicted=predicted_peak(report, strategy, context.is_cuda),
-                    retained_bytes_predicted=strategy.memory.retained_bytes,
+                    retained_bytes_predicted=predicted_retained(strategy, report,
+                                                                context.is_cuda),
                     repeats=repeats, warmup=warmup,
                 )
             if run.max_grad_error is not None and not math.isfinite(run.max_grad_error):
@@ -323,6 +325,22 @@ def predicted_peak(report: Report, strategy: StrategyResult, is_cuda: bool) -> i
         itemsize=report.itemsize,
         is_cuda=True,
     )
+
+
+def predicted_retained(strategy: StrategyResult, report: Report, is_cuda: bool) -> int:
+    """Bytes the strategy keeps for backward, as the device's allocator sees them.
+
+    On CUDA every kept tensor is rounded up to 512 bytes, as the measurement is.
+    """
+    if not is_cuda:
+        return strategy.memory.retained_bytes
+    return simulate_memory(
+        strategy.events,
+        input_elements=0,
+        output_elements=report.plan.steps[-1].output_elements,
+        itemsize=report.itemsize,
+        granularity=CUDA_GRANULARITY,
+    ).retained_bytes
 
 
 def _elements(shape: Sequence[int]) -> int:

@@ -663,3 +663,15 @@ def test_contract_along_path_on_a_step_wider_than_52_labels():
     assert torch.allclose(got.reshape(want.shape), want)
     got.sum().backward()  # differentiable: the oracle goes through it
     assert a.grad is not None and b.grad is not None
+
+
+def test_predicted_retained_bytes_round_as_cudas_allocator_does():
+    # ab,bc,cd->ad on the path (0,1),(0,1): x3 = ac (2x5 float32 = 40 B) is kept for
+    # backward; CUDA's caching allocator holds it in one 512-byte block.
+    from einsum_analyze.execution import predicted_retained
+
+    report = analyze("ab,bc,cd->ad", [(2, 3), (3, 5), (5, 7)], optimize=[(0, 1), (0, 1)],
+                     strategies=("reverse",))
+    (reverse,) = report.strategies
+    assert predicted_retained(reverse, report, False) == reverse.memory.retained_bytes == 40
+    assert predicted_retained(reverse, report, True) == 512
