@@ -187,7 +187,7 @@ def _model(equation: str, shapes: Sequence[Sequence[int]], dtype: str, grad: Seq
 
 def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
                  grad: Sequence[int], optimize: str, budget: int) -> StrategyResult | None:
-    """The training-aware search's recommended plan (docs/training.md).
+    """The training-aware search's recommended plan (docs/method.md section 11).
 
     The search scores candidate paths with every strategy that runs on our executor
     (``checkpoint`` only when there is a budget to fit) by the training step's FLOPs,

@@ -23,7 +23,7 @@ The search is exact (branch and bound over the keep-sets, checked against brute 
 in the tests) up to :data:`EXACT_LIMIT` candidate intermediates, greedy up to
 :data:`GREEDY_LIMIT`, and above that it tries only the sets that drop the largest
 candidates first (a few replays in all). The ``checkpoint`` section of the result says
-which search ran, what is kept, what is recomputed and at what cost. docs/checkpoint.md
+which search ran, what is kept, what is recomputed and at what cost. docs/method.md section 10
 describes the method.
 """
 
