@@ -9,7 +9,7 @@ from typing import Any
 
 from ._types import DTYPE_ITEMSIZE
 from .equation import parse_equation, shapes_from_sizes
-from .errors import PlanningError, ShapeError
+from .errors import BackendUnavailableError, PlanningError, ShapeError
 from .lowering import lower_events
 from .memory import MemoryProfile, forward_schedule, input_elements, simulate_memory
 from .parsing import parse_bytes, parse_operand_list
@@ -22,6 +22,7 @@ from .search import (
     Recommendation,
     SearchResult,
     check_objective,
+    cotengra_available,
     floor_bytes,
     recommend,
     search_plans,
@@ -106,6 +107,10 @@ def analyze(
     import opt_einsum.paths  # noqa: F401  (imported before the clock starts)
 
     start = time.perf_counter()
+    if cotengra and not cotengra_available():
+        raise BackendUnavailableError(
+            "--cotengra needs the cotengra extra: pip install 'einsum-analyze[cotengra]'"
+        )
     limits = _limit_list(memory_limit)
     budget_bytes = _parse_budget(budget)
     searching = objective is not None or budget_bytes is not None or len(limits) > 1

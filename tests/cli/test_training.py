@@ -192,3 +192,23 @@ def test_a_cases_file_budget_nothing_reaches_exits_1(tmp_path):
     assert result.exit_code == 1
     assert "case 'tight': budget on smallest reachable training peak" in result.stderr
     assert "'loose'" not in result.stderr
+
+
+def test_cotengra_without_the_extra_is_one_line_and_exit_2(monkeypatch):
+    import einsum_analyze.analysis as analysis
+
+    monkeypatch.setattr(analysis, "cotengra_available", lambda: False)
+    result = invoke(*CHAIN, "--objective", "flops", "--cotengra")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "pip install 'einsum-analyze[cotengra]'" in result.stderr
+
+
+def test_the_search_runs_without_cotengra(monkeypatch):
+    import einsum_analyze.search.candidates as candidates
+
+    monkeypatch.setattr(candidates, "cotengra_available", lambda: False)
+    data = json.loads(invoke(*CHAIN, "--objective", "flops", "--json", "-").stdout)
+    assert data["recommended"]["fits"] is True
+    assert not any(p["source"].startswith("cotengra") for p in data["pareto"])
