@@ -14,8 +14,9 @@ Sources, each tagged with its name in the report:
   (:data:`RECONFIGURED_STARTS`) improved by exact sub-tree re-contraction
   (:mod:`.tree`) for reverse mode's training FLOPs or for a memory proxy.
 
-Every path is pairwise (:func:`pairwise_path`) and meets the memory limit where one is
-given (paths that break it are dropped).
+Every path meets the memory limit where one is given (paths that break it are dropped),
+and is pairwise (:func:`pairwise_path`) unless only a step of three or more operands
+meets that limit.
 """
 
 from __future__ import annotations
@@ -210,10 +211,14 @@ def candidate_paths(
     found: dict[LinearPath, str] = {}
 
     def add(source: str, path: LinearPath | None) -> None:
-        if path is not None:
-            path = pairwise_path(equation, path)
-        if path is not None and path not in found and _meets(equation, path, memory_limit):
-            found[path] = source
+        if path is None:
+            return
+        # Pairwise where that meets the limit; else as it is (the limit asks for it).
+        for version in dict.fromkeys((pairwise_path(equation, path), path)):
+            if _meets(equation, version, memory_limit):
+                if version not in found:
+                    found[version] = source
+                return
 
     add(forward.optimizer, tuple(tuple(s) for s in forward.path))
     if n < 3:

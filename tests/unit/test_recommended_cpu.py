@@ -35,6 +35,7 @@ def _recommended_run(report: Any) -> Any:
     return run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["flops", "memory"])
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_recommended_plan_runs_as_predicted_on_cpu(case: dict[str, Any], objective: str) -> None:
@@ -48,6 +49,7 @@ def test_recommended_plan_runs_as_predicted_on_cpu(case: dict[str, Any], objecti
         report.recommended.label, report.recommended.plan.path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES[:3], ids=[c["name"] for c in CASES[:3]])
 def test_a_plan_within_a_budget_measures_within_it_on_cpu(case: dict[str, Any]) -> None:
     shapes = _scaled(case)
