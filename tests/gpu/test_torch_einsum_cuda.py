@@ -91,3 +91,26 @@ def _largest_block(eq, events, itemsize: int) -> int:
     operands = [math.prod(sizes[c] for c in term) for term in eq.terms]
     elements = max([*operands, *(e.elements for e in events if e.kind == "alloc")])
     return -(-elements * itemsize // ROUNDING) * ROUNDING
+
+
+@pytest.mark.gpu
+def test_cuda_bmm_stages_an_operand_with_no_unit_stride() -> None:
+    # The mechanism the bound above allows for (docs/torch-model.md): a diagonal view as a
+    # bmm operand, strides (16, 5) in its matrix dims, is cloned for cuBLAS; a contiguous
+    # one is not.
+    device = torch.device("cuda")
+    x = torch.randn(3, 4, 4, device=device)
+    b = torch.randn(1, 4, 2, device=device)
+    diagonal = x.diagonal(dim1=1, dim2=2).unsqueeze(0)  # (1, 3, 4)
+    dense = diagonal.contiguous()
+    torch.bmm(dense, b)  # cuBLAS handle and workspace first
+    torch.cuda.synchronize()
+    peaks = []
+    for operand in (dense, diagonal):
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        out = torch.bmm(operand, b)
+        torch.cuda.synchronize()
+        peaks.append(torch.cuda.max_memory_allocated() - base)
+        del out
+    assert peaks == [ROUNDING, 2 * ROUNDING]
