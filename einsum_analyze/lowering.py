@@ -129,7 +129,8 @@ def lower_contraction(
         ('bmm', ())
     """
     if len(layouts) > 2:
-        return Kernel(kind="einsum", inputs=())
+        # torch.einsum's result, copied contiguous: its labels in the output's order.
+        return Kernel(kind="einsum", inputs=(), out_order=_memory_labels(output, sizes)[0])
     big = {char for char in output if sizes[char] > 1}
     if len(layouts) == 1:
         (layout,) = layouts

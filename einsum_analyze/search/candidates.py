@@ -14,7 +14,9 @@ Sources, each tagged with its name in the report:
   (:data:`RECONFIGURED_STARTS`) improved by exact sub-tree re-contraction
   (:mod:`.tree`) for reverse mode's training FLOPs or for a memory proxy.
 
-Every path meets the memory limit where one is given (paths that break it are dropped).
+Every path meets the memory limit where one is given (paths that break it are dropped),
+and is pairwise (:func:`pairwise_path`) unless only a step of three or more operands
+meets that limit.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = [
     "candidate_paths",
     "cotengra_available",
     "cotengra_path",
+    "pairwise_path",
 ]
 
 DP_LIMIT = 24
@@ -115,6 +118,53 @@ def cotengra_path(equation: Equation, minimize: str = "flops", repeats: int = 16
     return tuple(tuple(int(i) for i in step) for step in path)
 
 
+def pairwise_path(equation: Equation, path: LinearPath) -> LinearPath:
+    """``path`` with each step of three or more operands split into pairwise steps.
+
+    opt_einsum's optimizers under a memory limit end with one step over every tensor
+    left when no pair fits. Our executor runs such a step with ``torch.einsum``, whose
+    own intermediates the memory model does not see, so a plan with one would be
+    scored below what it allocates. Each such step is split along opt_einsum's greedy
+    path over its operands (no limit: the caller checks the limit afterwards).
+    """
+    if all(len(step) <= 2 for step in path):
+        return path
+    from opt_einsum import paths
+
+    sizes = dict(equation.size_dict)
+    output = frozenset(equation.output)
+    live: list[frozenset[str]] = [frozenset(t) for t in equation.terms]
+    out: list[tuple[int, ...]] = []
+
+    def contract(positions: Sequence[int]) -> None:
+        chosen = [live[i] for i in positions]
+        for i in sorted(positions, reverse=True):
+            live.pop(i)
+        labels = frozenset().union(*chosen)
+        needed = output.union(*live)
+        live.append(labels & needed)
+
+    for step in path:
+        if len(step) <= 2:
+            out.append(tuple(step))
+            contract(step)
+            continue
+        # Sub-operands keep their identity as the live list shifts: track positions.
+        members = [live[i] for i in step]
+        rest = [t for i, t in enumerate(live) if i not in step]
+        target = output.union(*rest) & frozenset().union(*members)
+        inner = paths.greedy(members, target, sizes)
+        ids = list(step)  # live position of each sub-operand still unused
+        for a, b in inner:
+            i, j = ids[a], ids[b]
+            out.append((min(i, j), max(i, j)))
+            contract((i, j))
+            new = len(live) - 1
+            ids = [k - (k > i) - (k > j) for n, k in enumerate(ids) if n not in (a, b)]
+            ids.append(new)
+    return tuple(out)
+
+
 def _meets(equation: Equation, path: LinearPath, limit: int | None) -> bool:
     if limit is None:
         return True
@@ -161,8 +211,14 @@ def candidate_paths(
     found: dict[LinearPath, str] = {}
 
     def add(source: str, path: LinearPath | None) -> None:
-        if path is not None and path not in found and _meets(equation, path, memory_limit):
-            found[path] = source
+        if path is None:
+            return
+        # Pairwise where that meets the limit; else as it is (the limit asks for it).
+        for version in dict.fromkeys((pairwise_path(equation, path), path)):
+            if _meets(equation, version, memory_limit):
+                if version not in found:
+                    found[version] = source
+                return
 
     add(forward.optimizer, tuple(tuple(s) for s in forward.path))
     if n < 3:

@@ -211,7 +211,8 @@ def search_plans(
                                      source=sources[path], budget=budget,
                                      known=reuse.get(name) if path == forward_path else None))
     for name in costly:
-        if name in reuse:
+        # The report's path is a candidate unless a pairwise version replaced it.
+        if name in reuse and forward_path in plans:
             scored.append(score_path(forward, grad, name, itemsize=itemsize,
                                      source=sources[forward_path], known=reuse[name]))
     extra = TOP_FOR_GRADIENT_PLANS if equation.num_operands <= LARGE_NETWORK else 0

@@ -3,10 +3,13 @@
 Skipped without CUDA (tests/conftest.py skips every test marked gpu). On the CPU the model's
 retained bytes equal ``saved_tensors_hooks`` and its peaks equal the allocator's
 (tests/property/test_torch_einsum_saved.py); here the same on the CUDA caching allocator,
-which rounds every block up to 512 bytes.
+which rounds every block up to 512 bytes: kept bytes exact, and the peaks within cuBLAS's
+staging copies of strided bmm operands above the model (docs/torch-model.md).
 """
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
@@ -68,8 +71,46 @@ def test_cuda_kept_bytes_and_peaks(case: Case, dtype) -> None:
                              granularity=ROUNDING)
     kept, forward, peak = _measure(case, grad, dtype)
     assert kept == model.retained_elements * itemsize
-    assert forward == memory.forward_peak_bytes
+    # cuBLAS stages a bmm operand that has no unit stride in its matrix dims (a diagonal,
+    # a strided reshape) in a contiguous copy freed after the call; the CPU's bmm reads
+    # it as it is (docs/torch-model.md). At most both operands of one bmm: a bound.
+    staging = 2 * _largest_block(eq, model.events, itemsize)
+    assert memory.forward_peak_bytes <= forward <= memory.forward_peak_bytes + staging, (
+        forward, memory.forward_peak_bytes)
     if any(len(term) - len(set(term)) >= 2 for term in eq.terms):
-        assert peak <= memory.peak_bytes  # chains of diagonal embeddings: an upper bound
+        # chains of diagonal embeddings: the model is an upper bound, staging aside
+        assert peak <= memory.peak_bytes + staging
     else:
-        assert peak == memory.peak_bytes
+        assert memory.peak_bytes <= peak <= memory.peak_bytes + staging, (
+            peak, memory.peak_bytes)
+
+
+def _largest_block(eq, events, itemsize: int) -> int:
+    """The largest tensor of the contraction (an operand or a modelled one), as allocated."""
+    sizes = eq.size_dict
+    operands = [math.prod(sizes[c] for c in term) for term in eq.terms]
+    elements = max([*operands, *(e.elements for e in events if e.kind == "alloc")])
+    return -(-elements * itemsize // ROUNDING) * ROUNDING
+
+
+@pytest.mark.gpu
+def test_cuda_bmm_stages_an_operand_with_no_unit_stride() -> None:
+    # The mechanism the bound above allows for (docs/torch-model.md): a diagonal view as a
+    # bmm operand, strides (16, 5) in its matrix dims, is cloned for cuBLAS; a contiguous
+    # one is not.
+    device = torch.device("cuda")
+    x = torch.randn(3, 4, 4, device=device)
+    b = torch.randn(1, 4, 2, device=device)
+    diagonal = x.diagonal(dim1=1, dim2=2).unsqueeze(0)  # (1, 3, 4)
+    dense = diagonal.contiguous()
+    torch.bmm(dense, b)  # cuBLAS handle and workspace first
+    torch.cuda.synchronize()
+    peaks = []
+    for operand in (dense, diagonal):
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        out = torch.bmm(operand, b)
+        torch.cuda.synchronize()
+        peaks.append(torch.cuda.max_memory_allocated() - base)
+        del out
+    assert peaks == [ROUNDING, 2 * ROUNDING]
