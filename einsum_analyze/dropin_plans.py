@@ -189,14 +189,15 @@ def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
                  grad: Sequence[int], optimize: str, budget: int) -> StrategyResult | None:
     """The training-aware search's recommended plan (docs/method.md section 11).
 
-    The search scores candidate paths with every strategy that runs on our executor
-    (``checkpoint`` only when there is a budget to fit) by the training step's FLOPs,
-    and recommends the cheapest within the budget. Its result carries the schedule of
-    its own path, which is what runs.
+    The search scores candidate paths with the strategies that run on our executor by
+    the training step's FLOPs, and recommends the cheapest within a budget: the caller's
+    (``checkpoint`` then competes too), or else torch.einsum's own training peak as the
+    ``torch-autograd`` model predicts it, so that the drop-in never holds more than the
+    call it replaces. Its result carries the schedule of its own path, which is what runs.
 
     Raises:
-        EinsumAnalyzeError: No plan fits the budget (the message gives the smallest
-            reachable training peak and the plan that reaches it).
+        EinsumAnalyzeError: No plan fits the caller's budget (the message gives the
+            smallest reachable training peak and the plan that reaches it).
     """
     from .analysis import analyze
     from .strategies import get_strategy, strategy_names
@@ -205,20 +206,25 @@ def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
     strategies = [name for name in strategy_names() if get_strategy(name).lowered
                   and (bounded or "budget_bytes" not in get_strategy(name).options)
                   and not get_strategy(name).needs_gradient_plans]
+    if bounded:
+        cap = budget
+    else:
+        (torch_model,) = analyze(equation, shapes, dtype=dtype, grad=list(grad),
+                                 strategies=["torch-autograd"]).strategies
+        cap = torch_model.memory.peak_bytes
     report = analyze(equation, shapes, dtype=dtype, grad=list(grad), optimize=optimize,
-                     strategies=strategies, objective="flops",
-                     budget=budget if bounded else None)
+                     strategies=strategies, objective="flops", budget=cap)
     recommended = report.recommended
     if recommended is None:
         return None
     plan = recommended.plan
-    if not recommended.fits:
+    if not recommended.fits and bounded:
         raise EinsumAnalyzeError(
             f"no plan fits the budget of {budget} B: the smallest reachable peak is "
             f"{plan.peak_bytes} B (strategy {plan.strategy!r} on the {plan.source} path, "
             "inputs counted)"
         )
-    return plan.result
+    return plan.result  # within the cap, or else the least peak any plan reaches
 
 
 def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,

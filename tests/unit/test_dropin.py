@@ -12,7 +12,7 @@ from corpus import CASES, Case, small_cases
 import einsum_analyze.torch as dropin
 from einsum_analyze import parse_equation
 from einsum_analyze.backends.relabel import torch_equation
-from einsum_analyze.dropin_plans import get_plan
+from einsum_analyze.dropin_plans import NO_BUDGET, get_plan
 from einsum_analyze.errors import EinsumAnalyzeError
 from einsum_analyze.torch import DropinError, Einsum, einsum, patch
 
@@ -413,3 +413,16 @@ def test_non_ascii_labels() -> None:
     operands = [torch.randn(s, generator=generator, dtype=torch.float64)
                 for s in ((3, 4), (4, 5, 5))]
     _check("αβ,βγγ->αγ", operands, [0, 1], 1e-12)
+
+
+def test_auto_never_plans_above_torch_einsums_own_peak() -> None:
+    from einsum_analyze import analyze
+    from einsum_analyze.dropin_plans import choose_plan  # noqa: PLC0415
+
+    for case in [c for c in CORPUS if len(c.shapes) >= 3][:12]:
+        grad = tuple(range(len(case.shapes)))
+        chosen = choose_plan(case.equation, case.shapes, "float32", grad, "auto", "auto",
+                             NO_BUDGET)
+        (torch_model,) = analyze(case.equation, case.shapes, strategies=["torch-autograd"]
+                                 ).strategies
+        assert chosen.memory.peak_bytes <= torch_model.memory.peak_bytes, case.name
