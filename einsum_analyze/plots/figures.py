@@ -121,7 +121,43 @@ def _stretch(series: TimelineSeries) -> tuple[list[float], list[int]]:
         else:
             xs.append(1.0 + (i - start + 1) / max(count - start, 1))
         ys.append(value)
+    if len(xs) > 2 * _MAX_POINTS:
+        return _envelope(xs, ys)
     return xs, ys
+
+
+_MAX_POINTS = 2000
+"""Points of a timeline past which it is drawn as the maximum over buckets (the peak
+kept): a figure has fewer pixels than a 100,000-event schedule has events."""
+
+
+def _envelope(xs: Sequence[float], ys: Sequence[int]) -> tuple[list[float], list[int]]:
+    """The step line's maximum over :data:`_MAX_POINTS` buckets of x."""
+    out_x: list[float] = [xs[0]]
+    out_y: list[int] = [ys[0]]
+    width = (xs[-1] - xs[0]) / _MAX_POINTS or 1.0
+    bucket, high = 0, ys[1]
+    for x, y in zip(xs[1:], ys[1:], strict=True):
+        here = min(int((x - xs[0]) / width), _MAX_POINTS - 1)
+        if here != bucket:
+            out_x.append(xs[0] + (bucket + 1) * width)
+            out_y.append(high)
+            bucket, high = here, y
+        else:
+            high = max(high, y)
+    out_x.append(xs[-1])
+    out_y.append(high)
+    return out_x, out_y
+
+
+def _peak_x(series: TimelineSeries) -> float:
+    """x of the peak event on the stretched axis."""
+    event, start, count = series.peak_event, series.backward_start, len(series.high_bytes)
+    if event < 0:
+        return 0.0
+    if event < start:
+        return (event + 1) / max(start, 1)
+    return 1.0 + (event - start + 1) / max(count - start, 1)
 
 
 def draw_timeline(ax: Axes, data: FigureData) -> None:
@@ -129,15 +165,18 @@ def draw_timeline(ax: Axes, data: FigureData) -> None:
     ax.axhspan(0, data.input_bytes, color="#eeeeee", zorder=0, lw=0)
     ax.axvline(1.0, color="#555555", lw=0.8, ls=(0, (4, 3)), zorder=1)
     top = data.input_bytes
+    # Series of fewer events are drawn on top: they are the ones a busy one would hide.
+    rank = {name: r for r, name in enumerate(
+        s.name for s in sorted(data.timeline, key=lambda s: -len(s.high_bytes)))}
     for k, series in enumerate(data.timeline):
         colour = _COLOURS[k % len(_COLOURS)]
         xs, ys = _stretch(series)
         # Later series are thinner: where strategies coincide every one stays visible.
-        width = max(3.2 - 0.7 * k, 1.0)
+        width = (3.4, 2.4, 1.6, 1.1)[min(k, 3)]
         ax.step(xs, ys, where="pre", color=colour, lw=width, ls=_STYLES[k % len(_STYLES)],
-                alpha=0.9, zorder=2 + k,
+                alpha=0.85, zorder=2 + rank[series.name],
                 label=f"{series.name}: peak {format_bytes(series.peak_bytes)}")
-        peak_x = xs[series.peak_event + 1] if series.peak_event >= 0 else 0.0
+        peak_x = _peak_x(series)
         ax.plot([peak_x], [series.peak_bytes], marker="o", ms=6, color=colour,
                 mec="white", zorder=20)
         for device, measured in series.measured:
@@ -207,6 +246,8 @@ def draw_tree(ax: Axes, tree: TreeData | None) -> None:
     ax.set_xlim(-0.8, width + max(2.0, width * 0.08))
     ax.set_ylim(-0.9 if small else -0.5, height + 0.6 + 0.06 * height)
     ax.set_xticks([])
+    step = max(1, math.ceil(height / 8))
+    ax.set_yticks(range(0, height + 1, step))
     ax.set_ylabel("height in the tree (operands at 0)")
     ax.spines[["top", "right", "bottom"]].set_visible(False)
     used = [f for f in FATE_COLOURS if f in set(tree.fates)]
@@ -295,7 +336,8 @@ def draw_runs(axes: tuple[Axes, Axes], runs: Sequence[RunBar]) -> None:
     time_ax.barh(ys, medians, xerr=[low, high], color=colours, alpha=0.85,
                  error_kw={"ecolor": "black", "capsize": 3, "lw": 0.8})
     for y, run in zip(ys, runs, strict=True):
-        time_ax.annotate(format_seconds(run.median_s), (run.median_s, y), xytext=(4, 0),
+        time_ax.annotate(format_seconds(run.median_s), (max(run.high_s, run.median_s), y),
+                         xytext=(6, 0),
                          textcoords="offset points", va="center", fontsize=7)
     time_ax.set_yticks(ys, [r.label for r in runs])
     time_ax.invert_yaxis()
@@ -319,13 +361,13 @@ def draw_runs(axes: tuple[Axes, Axes], runs: Sequence[RunBar]) -> None:
         peak_ax.annotate(text, (run.peak_bytes_measured or 0, y), xytext=(4, 0),
                          textcoords="offset points", va="center", fontsize=7)
     peak_ax.set_yticks(ys, [""] * len(runs))
-    peak_ax.invert_yaxis()
+    peak_ax.set_ylim(time_ax.get_ylim())
     top = max([*measured, *(p for p in predicted if p is not None), 1])
     peak_ax.set_xlim(0, top * 1.35)
     _bytes_axis(peak_ax.xaxis, top * 1.35)
     peak_ax.set_xlabel("peak of forward + backward (inputs included)")
     peak_ax.set_title("Runs: measured peak")
-    peak_ax.legend(loc="lower right", fontsize=7)
+    peak_ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
 
 
 def _empty(ax: Axes, text: str) -> None:
@@ -349,11 +391,11 @@ def draw_figure(kind: str, data: FigureData) -> Figure:
         draw_tradeoff(fig.add_subplot(), data.tradeoff)
     elif kind == "runs":
         fig = _new_figure(9.0, 1.4 + 0.32 * max(len(data.runs), 2) if data.runs else 1.5)
-        left, right = fig.subplots(1, 2, sharey=True)
+        left, right = fig.subplots(1, 2)
         draw_runs((left, right), data.runs)
     else:
         raise ValueError(f"unknown figure {kind!r}; the figures are {', '.join(FIGURES)}")
-    fig.suptitle(data.title, fontsize=9, color="#444444")
+    fig.suptitle(_short(data.title), fontsize=9, color="#444444")
     return fig
 
 
@@ -367,7 +409,15 @@ def draw_page(data: FigureData) -> Figure:
     draw_timeline(sub[0].add_subplot(), data)
     draw_tree(sub[1].add_subplot(), data.tree)
     draw_tradeoff(sub[2].add_subplot(), data.tradeoff)
-    left, right = sub[3].subplots(1, 2, sharey=True)
+    left, right = sub[3].subplots(1, 2)
     draw_runs((left, right), data.runs)
-    fig.suptitle(data.title, fontsize=10)
+    fig.suptitle(_short(data.title), fontsize=10)
     return fig
+
+
+def _short(title: str, width: int = 110) -> str:
+    """A title that fits a figure: a long equation is cut, with the operand count."""
+    if len(title) <= width:
+        return title
+    operands = title.split("->")[0].count(",") + 1
+    return f"{title[:width - 30]}… ({operands} operands)"
