@@ -397,10 +397,13 @@ def _analyze(
         with progress(show=out is not None) as shown:
             report = _execute(report, run, devices, shown)
     report = apply_budgets(report, budgets)  # last: budgets read the strategies and runs
-    if json_path is not None:
-        write_json(report.to_dict(), json_path)
+    document = report.to_dict()
     if plot_path is not None:
-        _write_plot(report.to_dict(), plot_path)
+        document.update(_measured_timelines(report))
+    if json_path is not None:
+        write_json(document, json_path)
+    if plot_path is not None:
+        _write_plot(document, plot_path)
     if out is not None:
         from .render import render_runs
 
@@ -665,6 +668,17 @@ def _check_plot_path(plot_path: str | None) -> None:
     from .plots import check_plot_path
 
     check_plot_path(plot_path)
+
+
+def _measured_timelines(report: Report) -> dict[str, Any]:
+    """With --plot after CUDA runs: the allocator's timeline of one run per strategy."""
+    cuda = [run.device for run in report.runs
+            if run.device.startswith("cuda") and run.skipped is None]
+    if not cuda:
+        return {}
+    from .backends.cuda_timeline import record_timelines
+
+    return {"measured_timelines": record_timelines(report, cuda[0])}
 
 
 def _write_plot(document: Any, plot_path: str) -> None:

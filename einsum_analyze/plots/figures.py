@@ -162,6 +162,10 @@ def _peak_x(series: TimelineSeries) -> float:
 
 def draw_timeline(ax: Axes, data: FigureData) -> None:
     """Predicted memory of every strategy, with the phase boundary, peaks and runs."""
+    if not data.timeline:
+        _empty(ax, "no strategy was modelled (--strategy none)")
+        ax.set_title("Memory over forward and backward (predicted)")
+        return
     ax.axhspan(0, data.input_bytes, color="#eeeeee", zorder=0, lw=0)
     ax.axvline(1.0, color="#555555", lw=0.8, ls=(0, (4, 3)), zorder=1)
     top = data.input_bytes
@@ -201,10 +205,7 @@ def draw_timeline(ax: Axes, data: FigureData) -> None:
             transform=ax.get_yaxis_transform())
     ax.set_ylabel("live bytes (inputs included)")
     ax.set_title("Memory over forward and backward (predicted)")
-    if data.timeline:
-        ax.legend(loc="upper left", frameon=True, framealpha=0.9)
-    else:
-        _empty(ax, "no strategy was modelled (--strategy none)")
+    ax.legend(loc="upper left", frameon=True, framealpha=0.9)
 
 
 def draw_tree(ax: Axes, tree: TreeData | None) -> None:
@@ -296,8 +297,11 @@ def draw_tradeoff(ax: Axes, points: Sequence[TradeoffPoint]) -> None:
     ax.set_ylim(0, top)
     _bytes_axis(ax.yaxis, top)
     if ax.get_xscale() != "log":
-        from matplotlib.ticker import FuncFormatter
+        from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+        # From zero: where every plan costs the same, the axis still reads plainly.
+        ax.set_xlim(0, max(max(flops) * 1.15, 1))
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_count(int(v))))
     ax.set_xlabel("training FLOPs (forward + backward + recompute)")
     ax.set_ylabel("training peak (inputs included)")
