@@ -29,13 +29,15 @@ MAX_TRACE_POINTS = 20_000
 """Entries kept per timeline: a longer trace keeps the maximum of each bucket."""
 
 
-def allocated_from_trace(trace: Iterable[Mapping[str, Any]], start_bytes: int) -> list[int]:
+def allocated_from_trace(trace: Iterable[Mapping[str, Any]], start_bytes: int, *,
+                         limit: int = MAX_TRACE_POINTS) -> list[int]:
     """Allocated bytes after each allocation and each completed free of a trace.
 
     Args:
         trace: One device's entries of ``torch.cuda.memory._snapshot()["device_traces"]``
             (``action`` and ``size`` are read; segment and other actions are ignored).
         start_bytes: Bytes allocated when recording began (the operands).
+        limit: Entries kept: a longer trace keeps the maximum of each bucket.
 
     Example:
         >>> allocated_from_trace([{"action": "alloc", "size": 512},
@@ -55,7 +57,12 @@ def allocated_from_trace(trace: Iterable[Mapping[str, Any]], start_bytes: int) -
         else:
             continue
         out.append(total)
-    return _bucket_max(out, MAX_TRACE_POINTS)
+    return _bucket_max(out, limit)
+
+
+def _trace(snapshot: Mapping[str, Any], index: int) -> list[Mapping[str, Any]]:
+    traces = snapshot.get("device_traces", [])
+    return list(traces[index]) if index < len(traces) else []
 
 
 def _bucket_max(values: Sequence[int], limit: int) -> list[int]:
@@ -72,8 +79,9 @@ def record_timelines(report: Report, device: str, *, seed: int = 0) -> list[dict
 
     Returns:
         The report's ``measured_timelines`` entries: ``strategy``, ``device``,
-        ``start_bytes`` (the operands, as the allocator holds them) and
-        ``allocated_bytes`` (after each allocator event, the operands included).
+        ``start_bytes`` (the operands, as the allocator holds them),
+        ``allocated_bytes`` (after each allocator event, the operands included) and
+        ``backward_start`` (the index of its first backward entry).
     """
     import torch
 
@@ -93,24 +101,25 @@ def record_timelines(report: Report, device: str, *, seed: int = 0) -> list[dict
             continue
         program = executor.compile(strategy.events, eq.size_dict, context)
 
-        def both(program: Any = program) -> Any:
-            return executor.backward(program, executor.prepare_backward(
-                program, executor.forward(program)))
-
-        warm = both()
+        warm = executor.backward(program, executor.prepare_backward(
+            program, executor.forward(program)))
         del warm
         torch.cuda.synchronize(index)
         torch.cuda.memory._record_memory_history(
             enabled="all", context=None, stacks="python", max_entries=1_000_000, device=index)
         try:
-            state = both()
+            state = executor.forward(program)
             torch.cuda.synchronize(index)
-            snapshot = torch.cuda.memory._snapshot(index)
+            middle = _trace(torch.cuda.memory._snapshot(index), index)
+            state = executor.backward(program, executor.prepare_backward(program, state))
+            torch.cuda.synchronize(index)
+            trace = _trace(torch.cuda.memory._snapshot(index), index)
         finally:
             torch.cuda.memory._record_memory_history(enabled=None, device=index)
         del state
-        traces = snapshot.get("device_traces", [])
-        trace = traces[index] if index < len(traces) else []
+        forward = allocated_from_trace(middle, start, limit=MAX_TRACE_POINTS // 2)
+        backward = allocated_from_trace(trace[len(middle):], forward[-1] if forward else start,
+                                        limit=MAX_TRACE_POINTS // 2)
         found.append({"strategy": strategy.name, "device": device, "start_bytes": start,
-                      "allocated_bytes": allocated_from_trace(trace, start)})
+                      "allocated_bytes": forward + backward, "backward_start": len(forward)})
     return found

@@ -33,8 +33,8 @@ class TimelineSeries:
         peak_event: Index of the peak event (-1: the inputs alone).
         peak_bytes: The training peak.
         measured: ``(device, measured peak bytes)`` of each run of this strategy.
-        trace: ``(device, allocated bytes after each allocator event)`` of a recorded
-            CUDA run, when one was recorded.
+        trace: ``(device, allocated bytes after each allocator event, index of the
+            first backward entry)`` of a recorded CUDA run, when one was recorded.
     """
 
     name: str
@@ -43,7 +43,7 @@ class TimelineSeries:
     peak_event: int
     peak_bytes: int
     measured: tuple[tuple[str, int], ...] = ()
-    trace: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    trace: tuple[tuple[str, tuple[int, ...], int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,8 +134,8 @@ def figure_data(report: Mapping[str, Any]) -> FigureData:
             (run["device"], int(run["peak_bytes_measured"])) for run in runs
             if run["strategy"] == name and run.get("peak_bytes_measured") is not None
         )
-        trace = tuple((t["device"], tuple(t["allocated_bytes"])) for t in traces
-                      if t["strategy"] == name)
+        trace = tuple((t["device"], tuple(t["allocated_bytes"]), int(t["backward_start"]))
+                      for t in traces if t["strategy"] == name)
         series.append(TimelineSeries(
             name=name, high_bytes=tuple(timeline["high_bytes"]),
             backward_start=int(timeline["backward_start"]),

@@ -188,11 +188,14 @@ def draw_timeline(ax: Axes, data: FigureData) -> None:
                     mew=0.6, ls="none", zorder=21,
                     label=f"{series.name} measured on {device}: {format_bytes(measured)}")
             top = max(top, measured)
-        for device, trace in series.trace:
+        for device, trace, start in series.trace:
             if trace:
-                tx = [2.0 * i / max(len(trace) - 1, 1) for i in range(len(trace))]
-                ax.plot(tx, list(trace), color=colour, lw=0.8, ls=":", zorder=15,
-                        label=f"{series.name} recorded on {device}")
+                tx, ty = _stretch(TimelineSeries(
+                    name=series.name, high_bytes=trace, backward_start=start,
+                    peak_event=-1, peak_bytes=max(trace)))
+                ax.step(tx, ty, where="pre", color="black", lw=0.7, ls=":", zorder=15,
+                        label=f"{series.name} recorded on {device}: peak "
+                        f"{format_bytes(max(trace))}")
                 top = max(top, max(trace))
         top = max(top, series.peak_bytes)
     ax.set_xlim(0.0, 2.0)
