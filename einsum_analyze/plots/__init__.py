@@ -101,7 +101,7 @@ def write_plot(document: Mapping[str, Any], path: str) -> list[str]:
 
     cases = case_figures(document)
     written: list[str] = []
-    with matplotlib.rc_context(RC):
+    with matplotlib.rc_context(dict(RC)):  # type: ignore[arg-type, unused-ignore]
         try:
             if fmt == "html":
                 from .html import html_page

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..formatting import format_bytes, format_count, format_seconds
 from .data import FigureData, RunBar, TimelineSeries, TradeoffPoint, TreeData
 from .layout import labelled_nodes, layout_tree
 
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
+# matplotlib is optional: its objects are typed as Any, so that the package type-checks
+# the same with and without the extra installed.
+Axes = Any
+Figure = Any
 
 __all__ = [
     "FATE_COLOURS",
@@ -103,13 +104,13 @@ def _tick_bytes(value: float) -> str:
 
 
 def _new_figure(width: float, height: float) -> Figure:
-    from matplotlib.figure import Figure
+    from matplotlib import figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    return figure.Figure(figsize=(width, height), layout="constrained")
 
 
 def _stretch(series: TimelineSeries) -> tuple[list[float], list[int]]:
-    """x in [0, 2] (forward in [0, 1], backward in [1, 2]) and y, inputs first."""
+    """X in [0, 2] (forward in [0, 1], backward in [1, 2]) and y, inputs first."""
     count = len(series.high_bytes)
     start = series.backward_start
     first = series.high_bytes[0] if count else 0
@@ -151,7 +152,7 @@ def _envelope(xs: Sequence[float], ys: Sequence[int]) -> tuple[list[float], list
 
 
 def _peak_x(series: TimelineSeries) -> float:
-    """x of the peak event on the stretched axis."""
+    """X of the peak event on the stretched axis."""
     event, start, count = series.peak_event, series.backward_start, len(series.high_bytes)
     if event < 0:
         return 0.0
@@ -269,7 +270,7 @@ def draw_tradeoff(ax: Axes, points: Sequence[TradeoffPoint]) -> None:
     if not points:
         _empty(ax, "no strategy was modelled")
         return
-    styles = {
+    styles: dict[str, dict[str, Any]] = {
         "strategy": {"marker": "o", "color": "#1f77b4", "s": 40},
         "torch": {"marker": "s", "color": "#d62728", "s": 55},
         "limit": {"marker": "^", "color": "#9467bd", "s": 30},
@@ -289,9 +290,9 @@ def draw_tradeoff(ax: Axes, points: Sequence[TradeoffPoint]) -> None:
             ax.scatter([p.flops for p in chosen], [p.peak_bytes for p in chosen],
                        label=names[kind], edgecolors="black", linewidths=0.4,
                        zorder=5 if kind == "recommended" else 3, **style)
-    for (flops, peak), names_here in _coincident(
+    for (x, y), names_here in _coincident(
             [p for p in points if p.kind in ("strategy", "torch", "recommended")]):
-        ax.annotate(", ".join(names_here), (flops, peak), xytext=(5, 4),
+        ax.annotate(", ".join(names_here), (x, y), xytext=(5, 4),
                     textcoords="offset points", fontsize=7)
     flops = [p.flops for p in points]
     if min(flops) > 0 and max(flops) / min(flops) > 20:
@@ -412,7 +413,7 @@ def draw_page(data: FigureData) -> Figure:
     tree_height = 5.0 if num_ops <= 24 else 6.5
     runs_height = 1.4 + 0.32 * max(len(data.runs), 2) if data.runs else 0.8
     fig = _new_figure(11.0, 4.4 + tree_height + 4.2 + runs_height)
-    sub = fig.subfigures(4, 1, height_ratios=[4.4, tree_height, 4.2, runs_height])
+    sub: Any = fig.subfigures(4, 1, height_ratios=[4.4, tree_height, 4.2, runs_height])
     draw_timeline(sub[0].add_subplot(), data)
     draw_tree(sub[1].add_subplot(), data.tree)
     draw_tradeoff(sub[2].add_subplot(), data.tradeoff)

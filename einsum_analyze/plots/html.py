@@ -1,10 +1,10 @@
-"""The one-file HTML report: tables, the figures as inline SVG, the report's JSON embedded.
+r"""The one-file HTML report: tables, the figures as inline SVG, the report's JSON embedded.
 
 The page loads nothing: no script, font or stylesheet from a URL, so it opens offline
 and can be attached to a pull request or kept as a CI artifact. Inline SVG needs no
 namespace declaration in HTML, so the URLs matplotlib writes there (namespaces and
-metadata) are removed. The JSON is embedded with ``/`` written ``\\/`` and ``<`` written
-``\\u003c``: still the same JSON, but no ``</script>`` can end the block early and no URL
+metadata) are removed. The JSON is embedded with ``/`` written ``\/`` and ``<`` written
+``\u003c``: still the same JSON, but no ``</script>`` can end the block early and no URL
 appears in the page.
 """
 
@@ -38,8 +38,9 @@ figure{margin:1em 0}figure svg{max-width:100%;height:auto}
 
 
 def inline_svg(svg: str) -> str:
-    """matplotlib's SVG document as an element for an HTML page: no XML prolog, no
-    DOCTYPE, no metadata, no namespace URLs."""
+    """Matplotlib's SVG document as an element for an HTML page: no XML prolog, no
+    DOCTYPE, no metadata, no namespace URLs.
+    """
     start = svg.find("<svg")
     body = svg[start:]
     body = re.sub(r"<metadata>.*?</metadata>", "", body, flags=re.S)

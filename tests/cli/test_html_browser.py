@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from einsum_analyze.cli import cli
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (apt-get install chromium)")
+pytestmark = pytest.mark.skipif(CHROMIUM is None,
+                                reason="needs chromium (apt-get install chromium)")
 
 
 def render(page: Path, screenshot: Path) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import jsonschema
-import pytest
 
 from einsum_analyze import analyze
 from einsum_analyze.backends.cuda_timeline import allocated_from_trace
