@@ -153,8 +153,10 @@ def figure_data(report: Mapping[str, Any]) -> FigureData:
 
 
 def case_figures(document: Mapping[str, Any]) -> list[tuple[str, FigureData]]:
-    """``(name, data)`` per report of a document: one for a single report, one per
-    analysed case of a batch (cases that failed have no figures).
+    """``(name, data)`` per report of a document.
+
+    One for a single report, one per analysed case of a batch (a case that failed has
+    no figures).
     """
     if "cases" not in document:
         return [("", figure_data(document))]
@@ -163,8 +165,9 @@ def case_figures(document: Mapping[str, Any]) -> list[tuple[str, FigureData]]:
 
 
 def fate_strategy(strategies: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The strategy whose fates colour the tree: checkpoint (all three fates), else
-    reverse, else the first with fates.
+    """The strategy whose fates colour the tree.
+
+    Checkpoint (it shows all three fates), else reverse, else the first with fates.
     """
     with_fates = [s for s in strategies if "fates" in s]
     for name in ("checkpoint", "reverse"):

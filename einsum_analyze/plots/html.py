@@ -38,8 +38,9 @@ figure{margin:1em 0}figure svg{max-width:100%;height:auto}
 
 
 def inline_svg(svg: str) -> str:
-    """Matplotlib's SVG document as an element for an HTML page: no XML prolog, no
-    DOCTYPE, no metadata, no namespace URLs.
+    """An SVG document from matplotlib as an element for an HTML page.
+
+    No XML prolog, no DOCTYPE, no metadata, no namespace URLs.
     """
     start = svg.find("<svg")
     body = svg[start:]

@@ -79,8 +79,10 @@ def layout_tree(parent: Sequence[int]) -> TreeLayout:
 
 def labelled_nodes(sizes: Sequence[int], num_operands: int,
                    parent: Sequence[int]) -> frozenset[int]:
-    """Nodes that get a text label: every node of a small tree, else the result and
-    the :data:`LARGE_LABELS` largest intermediates.
+    """Nodes that get a text label.
+
+    Every node of a small tree; in a larger one, the result and the
+    :data:`LARGE_LABELS` largest intermediates.
     """
     total = len(sizes)
     if num_operands <= SMALL_TREE:
