@@ -177,3 +177,28 @@ def test_analysis_without_plot_imports_no_plotting_code() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=False)
     assert result.stderr.strip().splitlines()[-1] == "[]", result.stderr
+
+
+def test_a_100_tensor_network_draws_in_under_2_s(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import time
+
+    from opt_einsum.testing import rand_equation
+
+    from einsum_analyze.plots import write_plot
+
+    write_plot(analyze("ab,bc->ac", [(2, 3), (3, 4)]).to_dict(), str(tmp_path / "w.png"))
+    eq, shapes = rand_equation(100, 3, d_min=2, d_max=8, seed=0)  # the scaling list's
+    report = analyze(eq, shapes, optimize="greedy", strategies=tuple(ALL.split(",")))
+    document = report.to_dict()
+    start = time.process_time()  # CPU seconds: other processes on the machine do not count
+    write_plot(document, str(tmp_path / "big.png"))
+    assert time.process_time() - start < 2.0
+    assert (tmp_path / "big.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_the_ci_example_uploads_the_html_report() -> None:
+    workflow = (Path(__file__).resolve().parents[2] / "examples" / "ci"
+                / "einsum-budgets.yml").read_text()
+    assert '--plot "$HTML"' in workflow and "HTML: einsum-report.html" in workflow
+    assert "path: ${{ env.HTML }}" in workflow
