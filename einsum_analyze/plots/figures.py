@@ -151,6 +151,19 @@ def _envelope(xs: Sequence[float], ys: Sequence[int]) -> tuple[list[float], list
     return out_x, out_y
 
 
+def _peak_text(series: TimelineSeries, others: Sequence[TimelineSeries]) -> str:
+    """The peak as printed.
+
+    With its exact bytes when another peak prints the same but differs (strategies that
+    nearly coincide).
+    """
+    text = format_bytes(series.peak_bytes)
+    if any(format_bytes(o.peak_bytes) == text and o.peak_bytes != series.peak_bytes
+           for o in others):
+        return f"{text} ({series.peak_bytes:,} B)"
+    return text
+
+
 def _peak_x(series: TimelineSeries) -> float:
     """X of the peak event on the stretched axis."""
     event, start, count = series.peak_event, series.backward_start, len(series.high_bytes)
@@ -180,7 +193,7 @@ def draw_timeline(ax: Axes, data: FigureData) -> None:
         width = (3.4, 2.4, 1.6, 1.1)[min(k, 3)]
         ax.step(xs, ys, where="pre", color=colour, lw=width, ls=_STYLES[k % len(_STYLES)],
                 alpha=0.85, zorder=2 + rank[series.name],
-                label=f"{series.name}: peak {format_bytes(series.peak_bytes)}")
+                label=f"{series.name}: peak {_peak_text(series, data.timeline)}")
         peak_x = _peak_x(series)
         ax.plot([peak_x], [series.peak_bytes], marker="o", ms=6, color=colour,
                 mec="white", zorder=20)
@@ -204,8 +217,8 @@ def draw_timeline(ax: Axes, data: FigureData) -> None:
     ax.set_xticks([0.0, 0.5, 1.0, 1.5, 2.0])
     ax.set_xticklabels(["start", "forward", "forward | backward", "backward", "end"])
     _bytes_axis(ax.yaxis, top * 1.12)
-    ax.text(0.01, data.input_bytes, f" inputs {format_bytes(data.input_bytes)}",
-            va="bottom", ha="left", fontsize=7, color="#555555",
+    ax.text(0.01, data.input_bytes / 2, f"inputs {format_bytes(data.input_bytes)}",
+            va="center", ha="left", fontsize=7, color="#555555",
             transform=ax.get_yaxis_transform())
     ax.set_ylabel("live bytes (inputs included)")
     ax.set_title("Memory over forward and backward (predicted)")
