@@ -84,7 +84,7 @@ def byte_ticks(top: float) -> list[float]:
     step = next(s for s in (0.1, 0.2, 0.25, 0.5, 1, 2, 2.5, 5, 10, 20, 25, 50, 100, 200,
                             250, 500, 1000, 2000, 5000) if span / s <= 6 or s == 5000)
     count = int(span / step + 1e-9)
-    return [i * step * unit for i in range(count + 1)]
+    return [float(i * step * unit) for i in range(count + 1)]
 
 
 def _bytes_axis(axis: Any, top: float) -> None:
