@@ -106,7 +106,8 @@ def record_timelines(report: Report, device: str, *, seed: int = 0) -> list[dict
         del warm
         torch.cuda.synchronize(index)
         torch.cuda.memory._record_memory_history(
-            enabled="all", context=None, stacks="python", max_entries=1_000_000, device=index)
+            enabled="all", context=None, stacks="python", max_entries=1_000_000, device=index,
+            clear_history=True)
         try:
             state = executor.forward(program)
             torch.cuda.synchronize(index)
