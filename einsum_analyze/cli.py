@@ -1,8 +1,9 @@
 """The command line: parse options, call the core, pick a renderer, map errors to exit codes.
 
-Two verbs: ``einsum-analyze EQUATION ...`` (or ``--cases FILE``) analyses; ``einsum-analyze
-compare BEFORE AFTER`` compares two saved reports. :class:`_AnalyzeCommand` routes a first
-argument ``compare`` to :data:`compare_cli`, so ``cli`` serves both.
+Three verbs: ``einsum-analyze EQUATION ...`` (or ``--cases FILE``) analyses; ``einsum-analyze
+compare BEFORE AFTER`` compares two saved reports; ``einsum-analyze plot REPORT -o PATH``
+draws a saved report. :class:`_AnalyzeCommand` routes a first argument ``compare`` to
+:data:`compare_cli` and ``plot`` to :data:`plot_cli`, so ``cli`` serves all three.
 
 Exit codes: 0 success; 1 a budget the user set was exceeded (or, for compare, a figure
 regressed); 2 bad input, bad usage, or an unavailable device or backend. A crash is a bug
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from .budgets import Budgets
     from .report import Report
 
-__all__ = ["cli", "compare_cli", "main"]
+__all__ = ["cli", "compare_cli", "main", "plot_cli"]
 
 _EPILOG = """\b
 Examples:
@@ -54,6 +55,11 @@ CI mode (docs/ci.md):
       --max-flops 3e8 --max-peak 8MiB
   einsum-analyze --cases cases.toml --device none --json report.json
   einsum-analyze compare before.json after.json --tolerance 0.05
+
+\b
+Pictures (the plot extra, matplotlib; docs/cli.md):
+  einsum-analyze "ij,jk,kl->il" --sizes i=64,j=64,k=64,l=64 --plot report.html
+  einsum-analyze plot report.json -o timeline.png
 
 \b
 Budgets are checked against the first strategy in --strategy (reverse by
@@ -139,6 +145,9 @@ class _AnalyzeCommand(_OneLineErrors):
         if argv[:1] == ["compare"]:
             name = f"{prog_name or self.name} compare"
             return compare_cli.main(argv[1:], prog_name=name, **kwargs)
+        if argv[:1] == ["plot"]:
+            name = f"{prog_name or self.name} plot"
+            return plot_cli.main(argv[1:], prog_name=name, **kwargs)
         return super().main(args, prog_name, **kwargs)
 
 
@@ -256,6 +265,14 @@ class _AnalyzeCommand(_OneLineErrors):
     help="Write the JSON report to PATH; '-' writes only JSON to stdout.",
 )
 @click.option(
+    "--plot",
+    "plot_path",
+    metavar="PATH",
+    help="Draw the report: memory timeline of every strategy, the contraction tree, the "
+    "FLOPs/memory trade-off and the runs. The format follows the extension: .png, .svg, "
+    ".pdf or .html (one self-contained page). Needs matplotlib (the plot extra).",
+)
+@click.option(
     "--cases",
     "cases_path",
     metavar="FILE",
@@ -300,6 +317,7 @@ def cli(
     max_memory: str | None,
     force: bool,
     json_path: str | None,
+    plot_path: str | None,
     cases_path: str | None,
     max_flops: str | None,
     max_backward_flops: str | None,
@@ -324,13 +342,14 @@ def cli(
         run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force)
         run.check(dtype)
         check_json_path(json_path)
+        _check_plot_path(plot_path)
         if cases_path is not None:
             if equation is not None or shapes is not None or sizes is not None:
                 raise click.UsageError("give either --cases or EQUATION with --shapes/--sizes")
-            return _analyze_cases(cases_path, settings, run, json_path, budgets)
+            return _analyze_cases(cases_path, settings, run, json_path, budgets, plot_path)
         if equation is None:
             raise click.UsageError("Missing argument 'EQUATION' (or give --cases FILE)")
-        return _analyze(equation, shapes, sizes, settings, run, json_path, budgets)
+        return _analyze(equation, shapes, sizes, settings, run, json_path, budgets, plot_path)
     except EinsumAnalyzeError as err:
         raise InputError(str(err)) from err
 
@@ -343,6 +362,7 @@ def _analyze(
     run: _RunOptions,
     json_path: str | None,
     budgets: Budgets,
+    plot_path: str | None = None,
 ) -> int:
     from .analysis import analyze
     from .budgets import apply_budgets
@@ -377,8 +397,13 @@ def _analyze(
         with progress(show=out is not None) as shown:
             report = _execute(report, run, devices, shown)
     report = apply_budgets(report, budgets)  # last: budgets read the strategies and runs
+    document = report.to_dict()
+    if plot_path is not None:
+        document.update(_measured_timelines(report))
     if json_path is not None:
-        write_json(report.to_dict(), json_path)
+        write_json(document, json_path)
+    if plot_path is not None:
+        _write_plot(document, plot_path)
     if out is not None:
         from .render import render_runs
 
@@ -422,6 +447,7 @@ def _analyze_cases(
     run: _RunOptions,
     json_path: str | None,
     budgets: Budgets,
+    plot_path: str | None = None,
 ) -> int:
     """Run a cases file; exit 2 if any case failed, else 1 if any budget, else 0."""
     from .cases import Case, CaseDefaults, analyze_case, cases_format, parse_cases, run_cases
@@ -456,6 +482,8 @@ def _analyze_cases(
         batch = run_cases(entries, runner=run_case)
     if json_path is not None:
         write_json(batch.to_dict(), json_path)
+    if plot_path is not None:
+        _write_plot(batch.to_dict(), plot_path)
     if json_path != "-":
 
         from .render import render_batch
@@ -631,6 +659,79 @@ def _read_report(path: str, which: str) -> Any:
     except ValueError as err:  # e.g. an integer of more digits than Python converts
         raise InputError(f"{which} report {path!r} is not readable JSON: "
                          f"{str(err).splitlines()[0]}") from err
+
+
+def _check_plot_path(plot_path: str | None) -> None:
+    """Refuse a plot that cannot be drawn before any analysis: no matplotlib, a bad path."""
+    if plot_path is None:
+        return
+    from .plots import check_plot_path
+
+    check_plot_path(plot_path)
+
+
+def _measured_timelines(report: Report) -> dict[str, Any]:
+    """With --plot after CUDA runs: the allocator's timeline of one run per strategy."""
+    cuda = [run.device for run in report.runs
+            if run.device.startswith("cuda") and run.skipped is None]
+    if not cuda:
+        return {}
+    from .backends.cuda_timeline import record_timelines
+
+    return {"measured_timelines": record_timelines(report, cuda[0])}
+
+
+def _write_plot(document: Any, plot_path: str) -> None:
+    from .plots import write_plot
+
+    for path in write_plot(document, plot_path):
+        click.echo(f"plot written to {path}", err=True)
+
+
+@click.command(
+    name="plot",
+    cls=_OneLineErrors,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog="""\b
+Examples:
+  einsum-analyze plot report.json -o report.html
+  einsum-analyze plot batch.json -o cases.pdf
+
+\b
+Exit codes:
+  0  the plot was written
+  2  the report is unreadable, matplotlib is missing, or the path's extension is not
+     .png, .svg, .pdf or .html
+""",
+)
+@click.argument("report", metavar="REPORT.json")
+@click.option("-o", "--output", "output", metavar="PATH", required=True,
+              help="Where to draw: .png, .svg, .pdf or .html. A batch report gives a PDF "
+              "page or an HTML section per case, or one PNG/SVG per case (PATH-CASE.png).")
+def plot_cli(report: str, output: str) -> int:
+    """Draw a saved report (written by --json): memory timelines, tree, trade-off, runs.
+
+    The pictures are those --plot draws during the analysis, from the report alone.
+    """
+    try:
+        from .plots import check_plot_path
+
+        check_plot_path(output)
+        document = _read_report(report, "the")
+        if not isinstance(document, dict) or not (
+                "forward" in document or "cases" in document):
+            raise InputError(f"{report!r} is not an einsum-analyze report")
+        version = document.get("schema_version")
+        if version != 2 or ("cases" not in document
+                            and "tree" not in document.get("forward", {})):
+            raise InputError(
+                f"{report!r} has schema_version {version!r} without the timelines and the "
+                "tree pictures need; write it again with this version of einsum-analyze"
+            )
+        _write_plot(document, output)
+        return 0
+    except EinsumAnalyzeError as err:
+        raise InputError(str(err)) from err
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal, get_args
 from .equation import Equation
 from .memory import MemoryProfile
 from .planning import Plan
+from .timeline import forward_tree, strategy_fates, strategy_timeline
 
 if TYPE_CHECKING:
     from .backends.base import Run
@@ -189,6 +190,7 @@ class Report:
                     }
                     for step in plan.steps
                 ],
+                "tree": forward_tree(plan, itemsize),
             },
             "grad_operands": list(self.grad_operands),
             "timing": {"analysis_s": self.analysis_s},
@@ -198,7 +200,7 @@ class Report:
         if self.gradients is not None:
             data["gradients"] = self.gradients.to_dicts(itemsize)
         if self.strategies:
-            data["strategies"] = [s.to_dict(itemsize) for s in self.strategies]
+            data["strategies"] = [self._strategy_dict(s) for s in self.strategies]
             if self.budget is not None:
                 for entry in data["strategies"]:
                     entry["fits_budget"] = entry["peak_bytes"] <= self.budget.budget_bytes
@@ -208,6 +210,15 @@ class Report:
             data["budgets"] = [check.to_dict() for check in self.budgets]
         data.update(self._training_sections())
         return data
+
+    def _strategy_dict(self, strategy: StrategyResult) -> dict[str, Any]:
+        """One top-level ``strategies`` entry, with what the pictures draw."""
+        entry = strategy.to_dict(self.itemsize)
+        mem = strategy.memory
+        entry["timeline"] = strategy_timeline(strategy.events, mem.live_bytes,
+                                              mem.high_bytes, mem.peak_event)
+        entry["fates"] = list(strategy_fates(self.plan, strategy.events))
+        return entry
 
     def _training_sections(self) -> dict[str, Any]:
         """``memory_limits``, ``budget``, ``search``, ``pareto`` and ``recommended``."""

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from einsum_analyze.cli import cli, compare_cli
+from einsum_analyze.cli import cli, compare_cli, plot_cli
 
 PAGE = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
-OPTIONS = sorted({opt for command in (cli, compare_cli) for param in command.params
+OPTIONS = sorted({opt for command in (cli, compare_cli, plot_cli) for param in command.params
                   for opt in param.opts if opt.startswith("-")} | {"-h", "--help"})
 
 
