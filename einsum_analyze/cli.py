@@ -127,7 +127,32 @@ class _AnalyzeCommand(_OneLineErrors):
         if argv[:1] == ["compare"]:
             name = f"{prog_name or self.name} compare"
             return compare_cli.main(argv[1:], prog_name=name, **kwargs)
-        return super().main(args, prog_name, **kwargs)
+        return super().main(self._arrow_equation_last(argv), prog_name, **kwargs)
+
+    def _arrow_equation_last(self, argv: list[str]) -> list[str]:
+        """Let an equation that starts with '->' (a scalar einsum) through without '--'.
+
+        click reads ``"->"`` as an option; the first argument that starts with ``->``
+        and is not an option's value moves after a ``--``, where click reads it as
+        EQUATION. Arguments after a ``--`` the user wrote are left as they are.
+        """
+        takes_value = {
+            name
+            for param in self.params
+            if isinstance(param, click.Option) and not param.is_flag and not param.count
+            for name in param.opts
+        }
+        skip = False
+        for position, arg in enumerate(argv):
+            if skip:
+                skip = False
+            elif arg == "--":
+                break
+            elif arg in takes_value:
+                skip = True
+            elif arg.startswith("->"):
+                return [*argv[:position], *argv[position + 1 :], "--", arg]
+        return argv
 
 
 @click.command(

@@ -14,14 +14,22 @@ from dataclasses import dataclass, field
 from ._types import Label, Shape, Term
 from .errors import EquationError, ShapeError
 
-__all__ = ["MAX_DIM", "Equation", "parse_equation", "shapes_from_sizes", "split_equation"]
+__all__ = [
+    "MAX_DIM",
+    "Equation",
+    "parse_equation",
+    "shapes_from_sizes",
+    "split_equation",
+    "torch_equation",
+]
 
 MAX_DIM = 2**40
 """Largest accepted size of one dimension (about 1.1e12); larger is treated as a typo."""
 
 _ELLIPSIS = "..."
 _ASCII_LABELS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_PLAIN = frozenset(_ASCII_LABELS + ",.->")
+_DIGITS = "0123456789"
+_PLAIN = frozenset(_ASCII_LABELS + _DIGITS + ",.->")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,7 +103,7 @@ def split_equation(text: str) -> tuple[list[str], str | None]:
         if char not in ",.->" and not _is_label(char):
             raise EquationError(
                 f"unknown character {char!r} at position {position} of the equation; "
-                "labels must be letters"
+                "labels are letters or digits"
             )
     if compact.count("->") > 1:
         raise EquationError("the equation has more than one '->'")
@@ -119,13 +127,44 @@ def split_equation(text: str) -> tuple[list[str], str | None]:
     return terms, output
 
 
+def torch_equation(text: str) -> str | None:
+    """The equation as typed, its labels relabelled with the ASCII letters torch.einsum takes.
+
+    Letters are kept; every other label (a digit, a non-ASCII symbol) gets a letter the
+    equation does not use. Spaces, ``...``, the commas and the arrow are kept, so torch
+    plans its own path on the equation as typed.
+
+    Returns:
+        The relabelled equation, or None when it has more than 52 distinct labels.
+
+    Example:
+        >>> torch_equation("a0,0b->ab")
+        'ac,cb->ab'
+    """
+    labels = dict.fromkeys(char for char in text if char not in " ,.->")
+    spare = (char for char in _ASCII_LABELS if char not in labels)
+    mapping: dict[str, str] = {}
+    for char in labels:
+        if char.isascii() and char.isalpha():
+            mapping[char] = char
+            continue
+        letter = next(spare, None)
+        if letter is None:
+            return None
+        mapping[char] = letter
+    return "".join(mapping.get(char, char) for char in text)
+
+
 def _is_label(char: str) -> bool:
     """Whether ``char`` may be a label.
 
-    ASCII letters, and any non-ASCII character (opt_einsum's generated symbols run
-    through unassigned code points); ASCII digits and punctuation are refused as typos.
+    ASCII letters and digits, as opt_einsum accepts them (``a0,0b->ab``), and any
+    non-ASCII character (opt_einsum's generated symbols run through unassigned code
+    points); ASCII punctuation is refused as a typo. A digit is a label like any other,
+    also beside ``...``: the ellipsis is exactly three dots, and a ``.`` outside one is
+    an error, so ``...0`` is the ellipsis then label ``0``.
     """
-    return char.isalpha() or not char.isascii()
+    return char.isalpha() or char in _DIGITS or not char.isascii()
 
 
 def _fresh_labels(used: set[str]) -> Iterator[str]:
@@ -163,9 +202,10 @@ def _check_dims(shapes: Sequence[Sequence[int]]) -> tuple[Shape, ...]:
                 raise ShapeError(
                     f"operand {number} dimension {axis} has size {raw!r}; sizes are integers"
                 ) from None
-            if dim < 1:
+            if dim < 0:
                 raise ShapeError(
-                    f"operand {number} dimension {axis} has size {dim}; sizes must be positive"
+                    f"operand {number} dimension {axis} has size {dim}; sizes must be "
+                    "zero or more"
                 )
             if dim > MAX_DIM:
                 raise ShapeError(

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .equation import torch_equation
 from .errors import BackendUnavailableError
 from .memory import simulate_memory
 from .report import Report
@@ -185,8 +186,9 @@ def _make_context(
     oracle: dict[int, Any] = {}
     if grad and check:
         with torch.enable_grad():
-            if all(char.isascii() for char in eq.text):
-                y = torch.einsum(eq.text, *leaves)
+            typed = torch_equation(eq.text)
+            if typed is not None:
+                y = torch.einsum(typed, *leaves)
             else:
                 # torch.einsum takes 52 ASCII letters only; opt_einsum relabels each step.
                 import opt_einsum

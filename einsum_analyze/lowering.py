@@ -52,7 +52,7 @@ class Layout:
 def _memory_labels(dims: str, sizes: Mapping[str, int]) -> tuple[tuple[str, ...], bool]:
     """Memory order and density of a contiguous tensor's one-axis-per-label view.
 
-    Returns the distinct labels (size > 1) by decreasing stride, and whether the view
+    Returns the distinct labels (size other than 1: a size-0 label is not squeezed) by decreasing stride, and whether the view
     is dense.
 
     A repeated label (a diagonal) has the sum of its positions' strides; such a view is
@@ -63,7 +63,7 @@ def _memory_labels(dims: str, sizes: Mapping[str, int]) -> tuple[tuple[str, ...]
     count: dict[str, int] = {}
     for char in reversed(dims):
         size = sizes[char]
-        if size > 1:
+        if size != 1:
             label_stride[char] = label_stride.get(char, 0) + stride
             count[char] = count.get(char, 0) + 1
         stride *= size
@@ -130,7 +130,7 @@ def lower_contraction(
     """
     if len(layouts) > 2:
         return Kernel(kind="einsum", inputs=())
-    big = {char for char in output if sizes[char] > 1}
+    big = {char for char in output if sizes[char] != 1}
     if len(layouts) == 1:
         (layout,) = layouts
         private = [char for char in layout.dims if char not in big]
@@ -143,8 +143,8 @@ def lower_contraction(
         return Kernel(kind="copy", inputs=(prep,), out_order=kept)
 
     a_layout, b_layout = layouts
-    a_labels = {c for c in a_layout.dims if sizes[c] > 1}
-    b_labels = {c for c in b_layout.dims if sizes[c] > 1}
+    a_labels = {c for c in a_layout.dims if sizes[c] != 1}
+    b_labels = {c for c in b_layout.dims if sizes[c] != 1}
     a_order, a_dense, a_reduce, a_keep, a_work = _prepare(
         a_layout, [c for c in a_labels if c not in b_labels and c not in big], sizes
     )

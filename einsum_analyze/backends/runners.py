@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..equation import torch_equation
 from ..strategies import StrategyResult
 from ..timing import measure
 from .torch_backend import CompiledSchedule, compile_schedule
@@ -188,7 +189,7 @@ def run_baseline(
     grad = context.grad
     if name == "torch-autograd":
         def contract(*tensors: Any) -> Any:
-            return torch.einsum(eq.text, *tensors)
+            return torch.einsum(torch_equation(eq.text) or eq.text, *tensors)
     else:
         import opt_einsum
 

@@ -108,7 +108,7 @@ class _Input:
         self.term = term
         self.conjugate = conjugate
         self.drop = tuple(p for p, c in enumerate(distinct) if sizes[c] == 1)
-        labels = "".join(c for c in distinct if sizes[c] > 1)
+        labels = "".join(c for c in distinct if sizes[c] != 1)
         self.reduce_perm: tuple[int, ...] = ()
         self.reduce_dims: tuple[int, ...] = ()
         self.keep_shape: tuple[int, ...] = ()
