@@ -227,10 +227,27 @@ def lower_events(
     # Intermediates the forward pass frees are not kept for backward.
     freed_in_forward = {e.tensor for e in events if e.kind == "free" and e.phase == "forward"}
     lowered: list[Event] = []
+    # A schedule may repeat one event object on inputs of the same layouts (the
+    # independent strategy's re-rooted cores share their steps): lower it once. The
+    # entry holds the key's objects, so that their ids stay theirs.
+    done: dict[tuple[int, ...], tuple[Event, Layout, Event, list[Layout]]] = {}
     for event in events:
         if event.kind == "free":
             layouts.pop(event.tensor, None)
             lowered.append(event)
+            continue
+        if event.op == "contract" and event.phase == "backward":
+            given = [layouts[name] for name in event.inputs]
+            key = (id(event), *map(id, given))
+            hit = done.get(key)
+            if hit is None:
+                kernel = lower_contraction(given, event.equation.partition("->")[2], sizes)
+                out = Layout.packed(event.equation.partition("->")[2], kernel.out_order)
+                hit = (event._replace(kernel=kernel, workspace=kernel.workspace), out, event,
+                       given)
+                done[key] = hit
+            layouts[event.tensor] = hit[1]
+            lowered.append(hit[0])
             continue
         lhs, _, out_term = event.equation.partition("->")
         match event.op:

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 
 from ..equation import Equation
 from ..gradients import GradientSpec, derive_gradients
-from ..planning import Plan, check_memory_limit, plan_contraction
+from ..planning import check_memory_limit, plan_contraction
 from .common import GradientPlan
+from .rerooted import RerootedTree
 
 __all__ = [
     "LARGE_NETWORK",
@@ -75,11 +76,10 @@ def plan_gradients(
             f"instead of planning each with {optimize!r}: {reason}"
         )
     if forward is not None and rerooted:
+        tree = RerootedTree(forward)
         plans = []
         for spec in specs:
-            core = spec.core(equation)
-            plan = Plan.from_path(core, _rerooted_path(forward, spec.operand),
-                                  optimizer=optimizer)
+            plan = tree.core_plan(spec, optimizer)
             if memory_limit is not None:
                 plan = check_memory_limit(plan, memory_limit, note_output=False,
                                           subject=f"operand {spec.operand}'s gradient")
@@ -99,38 +99,6 @@ def plan_gradients(
         planning_s=time.perf_counter() - start,
         warnings=tuple(warnings),
     )
-
-
-def _rerooted_path(forward: Plan, operand: int) -> list[tuple[int, ...]]:
-    """A linear path for operand ``operand``'s core, from the forward tree re-rooted.
-
-    The core's inputs are the upstream gradient (position 0) and the other operands in
-    order. Every forward step away from the operand is replayed as it was; then the
-    upstream gradient meets, from the root down, the sibling results along the
-    operand's path to the root. That is reverse mode for one operand alone.
-    """
-    from opt_einsum.paths import ssa_to_linear
-
-    num_ops = forward.equation.num_operands
-    holds = {k: k == operand for k in range(num_ops)}
-    for step in forward.steps:
-        holds[step.output] = any(holds[i] for i in step.inputs)
-    ids = {j: (j + 1 if j < operand else j) for j in range(num_ops) if j != operand}
-    next_id = num_ops
-    ssa: list[tuple[int, ...]] = []
-    for step in forward.steps:
-        if not holds[step.output]:
-            ssa.append(tuple(ids[i] for i in step.inputs))
-            ids[step.output] = next_id
-            next_id += 1
-    accumulated = 0
-    for step in reversed(forward.steps):
-        if holds[step.output]:
-            siblings = tuple(ids[i] for i in step.inputs if not holds[i])
-            ssa.append((accumulated, *siblings))
-            accumulated = next_id
-            next_id += 1
-    return [tuple(int(p) for p in contraction) for contraction in ssa_to_linear(ssa)]
 
 
 def _limit_warnings(
