@@ -13,7 +13,12 @@ from .errors import BackendUnavailableError, PlanningError, ShapeError
 from .lowering import lower_events
 from .memory import MemoryProfile, forward_schedule, input_elements, simulate_memory
 from .parsing import parse_bytes, parse_operand_list
-from .planning import parse_memory_limit, plan_contraction
+from .planning import (
+    DEFAULT_MAX_SEARCH_S,
+    SearchCallback,
+    parse_memory_limit,
+    plan_contraction,
+)
 from .report import Report, environment
 from .strategies import (
     STRATEGIES,
@@ -39,6 +44,8 @@ def analyze(
     grad: str | Sequence[int] = "all",
     strategies: Sequence[str] | None = STRATEGIES,
     strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
+    max_search_s: float | None = DEFAULT_MAX_SEARCH_S,
+    on_search: SearchCallback | None = None,
 ) -> Report:
     """Analyse an einsum: normalise it, plan its forward path, replay its memory.
 
@@ -61,6 +68,12 @@ def analyze(
             (:func:`einsum_analyze.strategies.strategy_names`; ``None`` or empty:
             forward only).
         strategy_options: Options of the chosen strategies, by strategy name.
+        max_search_s: Seconds a path search may take (None: no limit): the forward
+            path's, then all the gradient contractions' together. A search still running
+            then stops; ``branch-*`` keeps the best path it had found, the others fall
+            back to greedy, and the report's warnings say so.
+        on_search: Called with a one-line notice before a search that may take long
+            (exponential in the operands) starts, e.g. to print it at once.
 
     Returns:
         The :class:`Report`.
@@ -85,7 +98,8 @@ def analyze(
         shapes = shapes_from_sizes(equation, sizes)
     eq = parse_equation(equation, shapes)
     limit = parse_memory_limit(memory_limit, eq, itemsize)
-    plan = plan_contraction(eq, optimize, limit)
+    plan = plan_contraction(eq, optimize, limit, max_search_s=max_search_s,
+                            on_search=on_search)
     forward = simulate_memory(
         forward_schedule(plan),
         input_elements=input_elements(plan),
@@ -111,7 +125,8 @@ def analyze(
                     )
         if any(spec.needs_gradient_plans for spec in chosen):
             name_ = optimize.lower() if isinstance(optimize, str) else "auto"
-            gradients = plan_gradients(eq, operands, name_, forward=plan, memory_limit=limit)
+            gradients = plan_gradients(eq, operands, name_, forward=plan, memory_limit=limit,
+                                       max_search_s=max_search_s, on_search=on_search)
         for spec in chosen:
             result = build_strategy(
                 spec.name, plan, operands, itemsize=itemsize, gradients=gradients,

@@ -21,7 +21,7 @@ import click
 from . import __version__
 from ._types import DType
 from .errors import EinsumAnalyzeError
-from .parsing import parse_shapes, parse_sizes, parse_strategy_names
+from .parsing import parse_seconds, parse_shapes, parse_sizes, parse_strategy_names
 from .planning import OPTIMIZERS
 from .strategies import STRATEGIES, get_strategy, strategy_names
 
@@ -181,6 +181,15 @@ class _AnalyzeCommand(_OneLineErrors):
     help="opt_einsum path optimizer.",
 )
 @click.option(
+    "--max-search-time",
+    metavar="SECONDS",
+    default="30",
+    show_default=True,
+    help="Stop a path search after this long (30, 2.5, 500ms): branch-* keeps the best path "
+    "found so far, the others fall back to greedy, and a warning says so. Searches that "
+    "grow exponentially with the operands are announced on stderr before they start.",
+)
+@click.option(
     "--memory-limit",
     metavar="LIMIT",
     help="Largest intermediate the planner may create: elements (opt_einsum's meaning), "
@@ -274,6 +283,7 @@ def cli(
     shapes: str | None,
     sizes: str | None,
     optimize: str,
+    max_search_time: str,
     memory_limit: str | None,
     dtype: str,
     grad: str,
@@ -305,7 +315,8 @@ def cli(
         budgets = _read_budgets(
             max_flops, max_backward_flops, max_peak, max_retained, max_time, budget_strategy
         )
-        settings = _Settings(optimize, memory_limit, dtype, grad, parse_strategy_names(strategies))
+        settings = _Settings(optimize, memory_limit, dtype, grad, parse_strategy_names(strategies),
+                             parse_seconds(max_search_time, "--max-search-time"))
         run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force)
         if cases_path is not None:
             if equation is not None or shapes is not None or sizes is not None:
@@ -342,6 +353,11 @@ def _analyze(
         dtype=settings.dtype,
         grad=settings.grad,
         strategies=settings.strategies,
+        max_search_s=settings.max_search_s,
+        on_search=lambda notice: click.echo(
+            f"note: {notice}; it stops after {settings.max_search_s:g} s (--max-search-time)",
+            err=True,
+        ),
     )
     # Forward-only analysis (--strategy none) runs nothing unless a device was asked for.
     if devices != () and (report.strategies or devices is not None):
@@ -460,6 +476,7 @@ class _Settings:
     dtype: str
     grad: str
     strategies: tuple[str, ...]
+    max_search_s: float = 30.0
 
 
 @dataclass(frozen=True)
