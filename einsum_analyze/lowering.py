@@ -52,8 +52,8 @@ class Layout:
 def _memory_labels(dims: str, sizes: Mapping[str, int]) -> tuple[tuple[str, ...], bool]:
     """Memory order and density of a contiguous tensor's one-axis-per-label view.
 
-    Returns the distinct labels (size other than 1: a size-0 label is not squeezed) by decreasing stride, and whether the view
-    is dense.
+    Returns the distinct labels (size other than 1: a size-0 label is not squeezed) by
+    decreasing stride, and whether the view is dense.
 
     A repeated label (a diagonal) has the sum of its positions' strides; such a view is
     not dense.

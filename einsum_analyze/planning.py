@@ -375,8 +375,10 @@ def search_notice(equation: Equation, name: str, subject: str = "the forward pas
 
 
 class _SearchTimeout(BaseException):
-    """Raised by the timer signal inside opt_einsum's search (BaseException: nothing in
-    the search may catch it)."""
+    """Raised by the timer signal inside opt_einsum's search.
+
+    A BaseException: nothing in the search may catch it.
+    """
 
 
 @contextmanager
@@ -416,8 +418,10 @@ def _search_path(
     on_search: SearchCallback | None,
     subject: str,
 ) -> tuple[list[tuple[int, ...]], str, str | None]:
-    """opt_einsum's path searched under a deadline, the optimizer whose path it is, and a
-    warning template if the search stopped (with a ``{flops}`` field for the path's FLOPs).
+    """opt_einsum's path, searched under a deadline.
+
+    Returns the path, the optimizer whose path it is, and a warning template if the
+    search stopped (with a ``{flops}`` field for the path's FLOPs).
     """
     if equation.num_operands <= 2 or name in _GREEDY_FAMILY:
         return _find_path(equation, name, memory_limit), name, None
