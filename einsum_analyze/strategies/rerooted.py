@@ -80,8 +80,9 @@ class RerootedTree:
         >>> from einsum_analyze.planning import plan_contraction
         >>> eq = parse_equation("ab,bc,cd->ad", [(2, 3), (3, 4), (4, 5)])
         >>> tree = RerootedTree(plan_contraction(eq, [(0, 1), (0, 1)]))
-        >>> tree.core_plan(derive_gradient(eq, 0), "forward-tree").path
-        ((2, 1), (1, 0))
+        >>> core = tree.core_plan(derive_gradient(eq, 0), "forward-tree")
+        >>> core.path, [step.equation for step in core.steps]
+        (((0, 2), (0, 1)), ['cd,ad->ca', 'ca,bc->ab'])
     """
 
     def __init__(self, forward: Plan) -> None:
