@@ -5,12 +5,17 @@ Example:
     >>> report = analyze("ab,bc->ac", [(2, 3), (3, 4)])
     >>> report.plan.flops
     48
+
+For training, ``einsum_analyze.torch.einsum`` is a drop-in ``torch.einsum`` that runs the
+planned forward and backward (importing it imports torch; importing this package does
+not), and :func:`capture` records a model's torch.einsum calls for analysis.
 """
 
 from __future__ import annotations
 
 from ._version import __version__
-from .analysis import analyze, execute
+from .analysis import analyze
+from .capture import capture
 from .equation import Equation, parse_equation
 from .errors import (
     BackendUnavailableError,
@@ -19,6 +24,7 @@ from .errors import (
     PlanningError,
     ShapeError,
 )
+from .execution import execute
 from .memory import MemoryProfile, simulate_memory
 from .planning import Plan, Step, plan_contraction
 from .report import SCHEMA_VERSION, Report
@@ -37,6 +43,7 @@ __all__ = [
     "Step",
     "__version__",
     "analyze",
+    "capture",
     "execute",
     "parse_equation",
     "plan_contraction",

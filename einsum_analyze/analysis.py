@@ -3,23 +3,35 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ._types import DTYPE_ITEMSIZE
 from .equation import parse_equation, shapes_from_sizes
-from .errors import BackendUnavailableError, PlanningError, ShapeError
+from .errors import PlanningError, ShapeError
 from .lowering import lower_events
 from .memory import MemoryProfile, forward_schedule, input_elements, simulate_memory
 from .parsing import parse_bytes, parse_operand_list
 from .planning import (
     DEFAULT_MAX_SEARCH_S,
+    Plan,
     SearchCallback,
     parse_memory_limit,
     plan_contraction,
 )
 from .report import Report, environment
+from .search import (
+    BudgetSummary,
+    LimitRow,
+    Objective,
+    Recommendation,
+    SearchResult,
+    check_objective,
+    floor_bytes,
+    recommend,
+    search_plans,
+)
 from .strategies import (
     STRATEGIES,
     GradientPlan,
@@ -30,7 +42,10 @@ from .strategies import (
     plan_gradients,
 )
 
-__all__ = ["analyze", "execute"]
+__all__ = ["MIN_SEARCH_TIME", "analyze"]
+
+MIN_SEARCH_TIME = 0.1
+"""Seconds of path re-contraction each limit of a sweep gets at least."""
 
 
 def analyze(
@@ -39,11 +54,15 @@ def analyze(
     *,
     sizes: Mapping[str, int] | None = None,
     optimize: str | Sequence[Sequence[int]] = "auto",
-    memory_limit: int | str | None = None,
+    memory_limit: int | str | Sequence[int | str | None] | None = None,
     dtype: str = "float32",
     grad: str | Sequence[int] = "all",
     strategies: Sequence[str] | None = STRATEGIES,
     strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
+    budget: int | str | None = None,
+    objective: str | None = None,
+    cotengra: bool | None = False,
+    search_time: float = 0.3,
     max_search_s: float | None = DEFAULT_MAX_SEARCH_S,
     on_search: SearchCallback | None = None,
 ) -> Report:
@@ -60,7 +79,9 @@ def analyze(
             contraction a strategy plans: elements, ``"max_input"`` or a byte size such
             as ``"512MiB"`` (converted with ``dtype``). A guarantee: a path that breaks
             it is replanned with greedy under it, and the report's warnings say so, or
-            say that no path meets it.
+            say that no path meets it. A list (or text with commas, ``"none,1e6"``)
+            sweeps the limits: the report is that of the first, and its
+            ``memory_limits`` holds one row per limit, each with its best plan.
         dtype: Element type for byte figures.
         grad: Operands that need a gradient: ``"all"``, ``"none"``, a list of positions,
             or text such as ``"0,3"`` or ``"9-17"``.
@@ -68,10 +89,22 @@ def analyze(
             (:func:`einsum_analyze.strategies.strategy_names`; ``None`` or empty:
             forward only).
         strategy_options: Options of the chosen strategies, by strategy name.
+        budget: Training budget: the training peak, inputs included, in bytes (``int``
+            or text such as ``"40GiB"``). Each strategy says whether it fits; a strategy
+            with a ``budget_bytes`` option is given it; the search recommends a plan
+            within it, or the plan of least peak when none fits.
+        objective: ``"flops"``, ``"memory"`` or ``"balanced"``: search candidate paths
+            and strategies for the training step (:mod:`einsum_analyze.search`) and
+            recommend one. None: search only with a budget or a limit sweep (then
+            ``"flops"``).
+        cotengra: Add cotengra's hyper-optimizer to the candidates (None: when installed).
+        search_time: Seconds the search may spend re-contracting paths, shared by the
+            limits of a sweep (at least :data:`MIN_SEARCH_TIME` each).
         max_search_s: Seconds a path search may take (None: no limit): the forward
             path's, then all the gradient contractions' together. A search still running
             then stops; ``branch-*`` keeps the best path it had found, the others fall
-            back to greedy, and the report's warnings say so.
+            back to greedy, and the report's warnings say so. Each limit of a sweep,
+            and each path the training search plans gradient contractions for, has its own.
         on_search: Called with a one-line notice before a search that may take long
             (exponential in the operands) starts, e.g. to print it at once.
 
@@ -87,6 +120,48 @@ def analyze(
     """
     import opt_einsum.paths  # noqa: F401  (imported before the clock starts)
 
+    start = time.perf_counter()
+    limits = _limit_list(memory_limit)
+    budget_bytes = _parse_budget(budget)
+    searching = objective is not None or budget_bytes is not None or len(limits) > 1
+    chosen_objective = check_objective(objective or "flops") if searching else None
+    options = _budget_options(strategies or (), strategy_options or {}, budget_bytes)
+    common: dict[str, Any] = dict(
+        sizes=sizes, optimize=optimize, dtype=dtype, grad=grad, strategies=strategies,
+        strategy_options=options, budget_bytes=budget_bytes, objective=chosen_objective,
+        cotengra=cotengra, search_time=max(search_time / len(limits), MIN_SEARCH_TIME),
+        max_search_s=max_search_s, on_search=on_search,
+    )
+    report = _analyze_one(equation, shapes, memory_limit=limits[0], **common)
+    if len(limits) == 1:
+        return report
+    rows = [_limit_row(limits[0], report)]
+    for limit in limits[1:]:
+        rows.append(_limit_row(limit, _analyze_one(equation, shapes, memory_limit=limit,
+                                                   **common)))
+    return replace(report, memory_limits=tuple(rows),
+                   analysis_s=time.perf_counter() - start)
+
+
+def _analyze_one(
+    equation: str,
+    shapes: Sequence[Sequence[int]] | None,
+    *,
+    sizes: Mapping[str, int] | None,
+    optimize: str | Sequence[Sequence[int]],
+    memory_limit: int | str | None,
+    dtype: str,
+    grad: str | Sequence[int],
+    strategies: Sequence[str] | None,
+    strategy_options: Mapping[str, Mapping[str, Any]],
+    budget_bytes: int | None,
+    objective: Objective | None,
+    cotengra: bool | None,
+    search_time: float,
+    max_search_s: float | None,
+    on_search: SearchCallback | None,
+) -> Report:
+    """One analysis under one memory limit (the body of :func:`analyze`)."""
     start = time.perf_counter()
     if (shapes is None) == (sizes is None):
         raise ShapeError("give exactly one of shapes and sizes")
@@ -112,7 +187,7 @@ def analyze(
     warnings: list[str] = list(plan.warnings)
     chosen = _check_strategies(strategies or (), strategy_options or {})
     operands: tuple[int, ...] = ()  # nothing is differentiated without a strategy
-    if chosen:
+    if chosen or objective is not None:
         if isinstance(grad, str):
             operands = parse_operand_list(grad, eq.num_operands)
         else:
@@ -123,6 +198,7 @@ def analyze(
                         f"operand {k} does not exist; the equation has operands "
                         f"0..{eq.num_operands - 1}"
                     )
+    if chosen:
         if any(spec.needs_gradient_plans for spec in chosen):
             name_ = optimize.lower() if isinstance(optimize, str) else "auto"
             gradients = plan_gradients(eq, operands, name_, forward=plan, memory_limit=limit,
@@ -140,6 +216,13 @@ def analyze(
             output_elements=plan.steps[-1].output_elements,
             itemsize=itemsize,
         )
+    found, recommended, summary = _search(
+        plan, operands, itemsize=itemsize, objective=objective, budget_bytes=budget_bytes,
+        memory_limit=limit, optimize=optimize, cotengra=cotengra, search_time=search_time,
+        strategies=strategy_results, max_search_s=max_search_s,
+    )
+    if recommended is not None and not recommended.fits:
+        warnings.append(_no_fit_warning(recommended, summary))
     return Report(
         equation=eq,
         dtype=dtype,
@@ -154,6 +237,9 @@ def analyze(
         inference_memory=inference,
         warnings=tuple(warnings),
         environment=environment(),
+        search=found,
+        recommended=recommended,
+        budget=summary,
     )
 
 
@@ -174,83 +260,132 @@ def _check_strategies(
     return tuple(chosen.values())
 
 
-def execute(
-    report: Report,
-    *,
-    devices: Sequence[str] | None = None,
-    backend: str = "torch",
-    repeats: int = 10,
-    warmup: int = 3,
-    seed: int = 0,
-    max_memory: int | str | None = None,
-    force: bool = False,
-    on_progress: Callable[[str], None] | None = None,
-) -> Report:
-    """Run the report's strategies and the torch baselines; return the report with runs.
+def _limit_list(value: int | str | Sequence[int | str | None] | None) -> list[int | str | None]:
+    """The memory limits to analyse: one, or a sweep (``"none,1e6,max_input"``)."""
+    if value is None or isinstance(value, int):
+        return [value]
+    items: Sequence[int | str | None]
+    if isinstance(value, str):
+        items = value.split(",") if "," in value else [value]
+    else:
+        items = value
+    if not items:
+        raise PlanningError("memory limit list is empty")
+    limits: list[int | str | None] = []
+    for item in items:
+        if isinstance(item, str):
+            item = item.strip()
+            if not item:
+                raise PlanningError(f"memory limit list {value!r} has an empty item")
+            if item.lower() == "none":
+                item = None
+        limits.append(item)
+    return limits
 
-    Args:
-        report: From :func:`analyze`, with strategies.
-        devices: ``["cpu"]``, ``["cuda:0"]``, ...; None: cpu, plus cuda if present.
-        backend: ``"torch"`` or ``"numpy"`` (cpu only, no baselines).
-        repeats: Timed blocks per phase.
-        warmup: Untimed calls first.
-        seed: Seed of the random operands.
-        max_memory: Skip runs whose predicted peak exceeds this (bytes, or ``"8GiB"``).
-        force: Run on cpu even when the predicted time is far beyond reason.
-        on_progress: Called with a label as each run starts.
 
-    Returns:
-        A copy of ``report`` with ``runs`` and any new warnings.
+def _limit_text(limit: int | str | None) -> str:
+    return "none" if limit is None else str(limit)
 
-    Raises:
-        BackendUnavailableError: An unknown or absent device, backend or dtype.
-    """
-    from .execution import execute_report, resolve_devices
 
-    if backend not in ("torch", "numpy"):
-        raise BackendUnavailableError(f"unknown backend {backend!r}; choose torch or numpy")
-    if backend == "numpy" and report.dtype == "bfloat16":
-        raise BackendUnavailableError("numpy has no bfloat16; use --backend torch")
-    if repeats < 1 or warmup < 0:
-        raise PlanningError("--repeats must be at least 1 and --warmup at least 0")
-    limit = None
-    if max_memory is not None:
+def _parse_budget(budget: int | str | None) -> int | None:
+    """The training budget in bytes; a size above 0, or an input error."""
+    if budget is None:
+        return None
+    if isinstance(budget, bool):
+        raise PlanningError(f"budget {budget!r} is not a byte size such as 40GiB")
+    if isinstance(budget, int):
+        value = budget
+    else:
         try:
-            limit = max_memory if isinstance(max_memory, int) else parse_bytes(max_memory)
+            value = parse_bytes(str(budget))
         except ValueError as err:
-            raise PlanningError(f"--max-memory: {err}") from err
-    chosen = resolve_devices(devices)
-    start = time.perf_counter()
-    runs, notes = execute_report(
-        report,
-        devices=chosen,
-        backend="numpy" if backend == "numpy" else "torch",
-        repeats=repeats,
-        warmup=warmup,
-        seed=seed,
-        max_memory_bytes=limit,
-        force=force,
-        on_progress=on_progress,
+            raise PlanningError(f"budget: {err}") from err
+    if value < 1:
+        raise PlanningError(f"budget {budget!r} must be a size above 0 B, such as 40GiB")
+    return value
+
+
+def _budget_options(
+    names: Sequence[str], options: Mapping[str, Mapping[str, Any]], budget: int | None
+) -> dict[str, Mapping[str, Any]]:
+    """Strategy options with the budget given to every strategy that takes one."""
+    merged = {name: dict(value) for name, value in options.items()}
+    if budget is None:
+        return dict(merged)
+    for name in names:
+        spec = get_strategy(name)
+        if "budget_bytes" in spec.options:
+            merged.setdefault(spec.name, {}).setdefault("budget_bytes", budget)
+    return dict(merged)
+
+
+def _search(
+    plan: Plan,
+    operands: tuple[int, ...],
+    *,
+    itemsize: int,
+    objective: Objective | None,
+    budget_bytes: int | None,
+    memory_limit: int | None,
+    optimize: str | Sequence[Sequence[int]],
+    cotengra: bool | None,
+    search_time: float,
+    strategies: Sequence[StrategyResult],
+    max_search_s: float | None,
+) -> tuple[SearchResult | None, Recommendation | None, BudgetSummary | None]:
+    """The search, its recommendation and the budget's summary (each None if not asked)."""
+    found = recommended = None
+    if objective is not None:
+        name = optimize.lower() if isinstance(optimize, str) else "auto"
+        found = search_plans(plan, operands, itemsize=itemsize, objective=objective,
+                             budget=budget_bytes, memory_limit=memory_limit, optimize=name,
+                             time_limit=search_time, cotengra=cotengra,
+                             strategies=[s.name for s in strategies
+                                         if get_strategy(s.name).lowered],
+                             known=strategies, max_search_s=max_search_s)
+        recommended = recommend(found, budget_bytes)
+    summary = None
+    if budget_bytes is not None:
+        fits = tuple((s.name, s.memory.peak_bytes, s.memory.peak_bytes <= budget_bytes)
+                     for s in strategies)
+        smallest = found.smallest_peak.peak_bytes if found is not None else None
+        summary = BudgetSummary(
+            budget_bytes=budget_bytes,
+            floor_bytes=floor_bytes(plan.equation, operands, itemsize),
+            strategies=fits,
+            smallest_peak_bytes=smallest,
+            fits=recommended.fits if recommended is not None else any(f for *_, f in fits),
+        )
+    return found, recommended, summary
+
+
+def _no_fit_warning(recommended: Recommendation, summary: BudgetSummary | None) -> str:
+    plan = recommended.plan
+    floor = ""
+    if summary is not None and summary.budget_bytes < summary.floor_bytes:
+        floor = (f"; the budget is below the floor of {summary.floor_bytes:,} B (inputs, "
+                 "upstream gradient and returned gradients)")
+    return (
+        f"no plan fits the training budget of {recommended.budget_bytes:,} B: the smallest "
+        f"reachable training peak is {plan.peak_bytes:,} B ({plan.strategy} on the "
+        f"{plan.source} path {[list(p) for p in plan.path]}){floor}"
     )
-    environment = dict(report.environment)
-    environment.update(_torch_environment(chosen))
-    environment["execution_s"] = time.perf_counter() - start
-    return replace(report, runs=runs, warnings=report.warnings + notes, environment=environment)
 
 
-def _torch_environment(devices: Sequence[str]) -> dict[str, Any]:
-    import numpy
-    import torch
-
-    info: dict[str, Any] = {
-        "torch": torch.__version__,
-        "numpy": numpy.__version__,
-        "cuda_available": torch.cuda.is_available(),
-        "torch_threads": torch.get_num_threads(),
-        "grad_mode": "no_grad for the executor; enable_grad for baselines",
-    }
-    names = [torch.cuda.get_device_name(torch.device(d)) for d in devices if d.startswith("cuda")]
-    if names:
-        info["cuda_devices"] = names
-        info["cuda_version"] = torch.version.cuda
-    return info
+def _limit_row(limit: int | str | None, report: Report) -> LimitRow:
+    """One row of a limit sweep from the analysis under that limit."""
+    plan = report.plan
+    inference = report.inference_memory or report.forward_memory
+    return LimitRow(
+        limit=_limit_text(limit),
+        limit_elements=report.memory_limit_elements,
+        optimizer=plan.optimizer,
+        path=plan.path,
+        forward_flops=plan.flops,
+        largest_intermediate_elements=plan.largest_intermediate_elements,
+        inference_peak_bytes=inference.peak_bytes,
+        strategies=report.strategies,
+        best=report.recommended.plan if report.recommended is not None else None,
+        fits=report.recommended.fits if report.recommended is not None else None,
+        warnings=report.warnings,
+    )

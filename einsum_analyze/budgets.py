@@ -18,6 +18,12 @@ The rule (docs/ci.md):
   (``runs[*].forward_s.median + runs[*].backward_s.median``). Without runs there is
   nothing to time: the check passes with ``value`` null.
 
+- ``budget`` (``--budget``, a training budget on the peak, inputs included): set on the
+  report by the analysis itself (:func:`einsum_analyze.analyze`), it is checked against
+  the recommended plan, which fits when any plan the search found fits; when none does,
+  the figure is the smallest training peak reached (the recommended plan's) and the
+  check fails (exit 1), never an input error.
+
 A figure equal to its limit passes.
 """
 
@@ -177,6 +183,9 @@ def check_budgets(report: Mapping[str, Any], budgets: Budgets) -> tuple[BudgetCh
             for strategy in chosen:
                 checks.append(BudgetCheck(name=name, subject=f"strategy {strategy['name']}",
                                           limit=limit, value=int(strategy[key]), unit=unit))
+    training = report.get("budget")
+    if isinstance(training, Mapping):
+        checks.append(_training_budget_check(training, report.get("recommended")))
     if budgets.max_time_s is not None:
         runs: Sequence[Mapping[str, Any]] = report.get("runs", ())
         if not runs:
@@ -194,9 +203,30 @@ def apply_budgets(report: Report, budgets: Budgets) -> Report:
 
     Call it last, once every section the budgets read (strategies, runs) is in place.
     """
-    if budgets.is_empty:
+    if budgets.is_empty and report.budget is None:
         return report
     return replace(report, budgets=check_budgets(report.to_dict(), budgets))
+
+
+def _training_budget_check(
+    budget: Mapping[str, Any], recommended: Mapping[str, Any] | None
+) -> BudgetCheck:
+    """The training budget against the recommended plan (or the modelled strategies)."""
+    limit = int(budget["budget_bytes"])
+    if isinstance(recommended, Mapping):
+        subject = (f"recommended plan ({recommended['strategy']} on the "
+                   f"{recommended['source']} path)")
+        if not recommended.get("fits", True):
+            subject = "smallest reachable training peak, " + subject[len("recommended "):]
+        return BudgetCheck(name="budget", subject=subject, limit=limit,
+                           value=int(recommended["peak_bytes"]), unit="bytes")
+    peaks = [(int(s["peak_bytes"]), str(s["name"])) for s in budget.get("strategies", ())]
+    if not peaks:
+        return BudgetCheck(name="budget", subject="nothing modelled", limit=limit,
+                           value=None, unit="bytes")
+    peak, name = min(peaks)
+    return BudgetCheck(name="budget", subject=f"strategy {name} (least training peak)",
+                       limit=limit, value=peak, unit="bytes")
 
 
 def _budget_strategies(

@@ -4,9 +4,12 @@ A cases file (docs/ci.md) holds an optional ``defaults`` table and a list ``case
 (TOML ``[[cases]]``; in JSON a bare list is accepted too); other top-level keys are
 notes and are ignored. Each case has a ``name``, an
 ``equation``, ``shapes`` or ``sizes``, and optionally ``dtype``, ``optimize``,
-``memory_limit``, ``grad``, ``strategy`` and ``budgets``; ``kind`` and ``description``
-are free text. Values come from the case, else the file's ``defaults``, else the
-command line.
+``memory_limit`` (one limit, or a list of limits to sweep: ``["none", "1e6",
+"max_input"]`` or ``"none,1e6"``), ``grad``, ``strategy``, ``budget`` (a training budget,
+e.g. ``"40GiB"``), ``objective`` (``flops``, ``memory`` or ``balanced``), ``budgets`` and
+the run options ``device``, ``repeats`` and ``warmup``; ``kind`` and ``description`` are
+free text. An unknown key, in a case or in ``defaults``, is an error that names it. Values
+come from the case, else the file's ``defaults``, else the command line.
 
 A case that cannot be read or analysed becomes an error entry and the others still run:
 problems of the file itself (unparsable, no list of cases) raise :class:`InputFileError`.
@@ -45,7 +48,8 @@ __all__ = [
 CasesFormat = Literal["json", "toml"]
 CaseStatus = Literal["ok", "budget-exceeded", "error"]
 
-_OPTION_KEYS = ("dtype", "optimize", "memory_limit", "grad", "strategy", "budgets")
+_OPTION_KEYS = ("dtype", "optimize", "memory_limit", "grad", "strategy", "budgets", "budget",
+                "objective", "device", "repeats", "warmup")
 _CASE_KEYS = frozenset(
     ("name", "equation", "shapes", "sizes", "kind", "description", *_OPTION_KEYS)
 )
@@ -58,18 +62,32 @@ class CaseDefaults:
     Attributes:
         dtype: Element type of byte figures.
         optimize: opt_einsum optimizer name.
-        memory_limit: The planner's limit (elements, ``"max_input"`` or bytes text).
+        memory_limit: The planner's limit (elements, ``"max_input"`` or bytes text), or
+            a list of limits to sweep (``None`` or ``"none"``: no limit).
         grad: Operands that need a gradient (``"all"``, ``"0,3"``, or positions).
         strategies: Backward strategies to model.
         budgets: Budgets every case is checked against; a case's own override them.
+        budget: Training budget on the peak (bytes or text such as ``"40GiB"``).
+        objective: The search's objective (None: search only with a budget or a sweep).
+        devices: Where the case runs (``("cpu",)``, ``("none",)``); None: the command line's.
+        repeats: Timed blocks per phase; None: the command line's.
+        warmup: Untimed calls first; None: the command line's.
+        max_search_s: Seconds a path search may take (``--max-search-time``; the
+            command line's for every case, not a case key).
     """
 
     dtype: str = "float32"
     optimize: str = "auto"
-    memory_limit: int | str | None = None
+    memory_limit: int | str | tuple[int | str | None, ...] | None = None
     grad: str | tuple[int, ...] = "all"
     strategies: tuple[str, ...] = STRATEGIES
     budgets: Budgets = field(default_factory=Budgets)
+    budget: int | str | None = None
+    objective: str | None = None
+    devices: tuple[str, ...] | None = None
+    repeats: int | None = None
+    warmup: int | None = None
+    max_search_s: float | None = 30.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,7 +170,7 @@ class BatchReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The batch document (schema ``$defs/batch`` of ``report.schema.json``)."""
-        from . import __version__
+        from ._version import __version__
 
         statuses = [case.status for case in self.cases]
         return {
@@ -220,10 +238,16 @@ def parse_cases(
     file_defaults = data.get("defaults", {})
     if not isinstance(file_defaults, dict):
         raise InputFileError("cases file 'defaults' must be a table")
+    unknown = sorted(set(file_defaults) - set(_OPTION_KEYS))
+    if unknown:
+        raise InputFileError(
+            f"cases file 'defaults' has unknown key {unknown[0]!r}; expected: "
+            f"{', '.join(sorted(_OPTION_KEYS))}"
+        )
     try:
         base = _with_options(base, file_defaults, where="defaults")
     except EinsumAnalyzeError as err:
-        raise InputFileError(f"cases file 'defaults': {err}") from err
+        raise InputFileError(f"cases file {err}") from err
     entries: list[CaseEntry] = []
     seen: set[str] = set()
     for number, raw in enumerate(raw_cases):
@@ -289,6 +313,9 @@ def analyze_case(case: Case) -> Report:
         dtype=options.dtype,
         grad=options.grad,
         strategies=options.strategies,
+        budget=options.budget,
+        objective=options.objective,
+        max_search_s=options.max_search_s,
     )
 
 
@@ -302,6 +329,9 @@ def _load(text: str, fmt: CasesFormat) -> object:
                     f"cases file is not valid JSON: {err.msg} at line {err.lineno} "
                     f"column {err.colno}"
                 ) from err
+            except (ValueError, RecursionError) as err:  # huge integers, deep nesting
+                raise InputFileError(f"cases file is not readable JSON: {_first_line(err)}") \
+                    from err
         case "toml":
             if sys.version_info >= (3, 11):
                 import tomllib
@@ -311,7 +341,15 @@ def _load(text: str, fmt: CasesFormat) -> object:
                 return tomllib.loads(text)
             except tomllib.TOMLDecodeError as err:
                 raise InputFileError(f"cases file is not valid TOML: {err}") from err
+            except (ValueError, RecursionError) as err:  # huge integers, deep nesting
+                raise InputFileError(f"cases file is not readable TOML: {_first_line(err)}") \
+                    from err
     raise AssertionError(f"unknown cases format {fmt!r}")
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).splitlines()
+    return text[0] if text else type(err).__name__
 
 
 def _read_case(name: str, raw: Mapping[str, Any], base: CaseDefaults) -> Case:
@@ -347,9 +385,16 @@ def _with_options(base: CaseDefaults, raw: Mapping[str, Any], *, where: str) -> 
                     raise InputFileError(f"{where} {key} is {value!r}; expected a name")
                 changes[key] = value
             case "memory_limit":
+                changes[key] = _memory_limit_value(value, where)
+            case "budget":
                 if isinstance(value, bool) or not isinstance(value, int | str):
-                    raise InputFileError(f"{where} memory_limit is {value!r}; expected elements, "
-                                     "'max_input' or bytes such as '512MiB'")
+                    raise InputFileError(f"{where} budget is {value!r}; expected bytes such "
+                                         "as '40GiB'")
+                changes[key] = value
+            case "objective":
+                if not isinstance(value, str):
+                    raise InputFileError(f"{where} objective is {value!r}; expected flops, "
+                                         "memory or balanced")
                 changes[key] = value
             case "grad":
                 if isinstance(value, list) and all(
@@ -363,6 +408,21 @@ def _with_options(base: CaseDefaults, raw: Mapping[str, Any], *, where: str) -> 
                                      "text such as '0,3' or a list of positions")
             case "strategy":
                 changes["strategies"] = parse_strategy_names(value, where)
+            case "device":
+                if isinstance(value, str):
+                    value = [value]
+                if not isinstance(value, list) or not value or not all(
+                    isinstance(name, str) for name in value
+                ):
+                    raise InputFileError(f"{where} device is {value!r}; expected a name such "
+                                         "as 'cpu', 'cuda', 'auto' or 'none', or a list")
+                changes["devices"] = tuple(value)
+            case "repeats" | "warmup":
+                least = 1 if key == "repeats" else 0
+                if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                    raise InputFileError(f"{where} {key} is {value!r}; expected a whole "
+                                         f"number of at least {least}")
+                changes[key] = value
             case "budgets":
                 if not isinstance(value, dict):
                     raise InputFileError(f"{where} budgets must be a table such as "
@@ -372,3 +432,24 @@ def _with_options(base: CaseDefaults, raw: Mapping[str, Any], *, where: str) -> 
                 )
     return replace(base, **changes)
 
+
+
+def _memory_limit_value(
+    value: object, where: str
+) -> int | str | tuple[int | str | None, ...] | None:
+    """A case's ``memory_limit``: one limit, or a list of limits (``none`` for no limit)."""
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise InputFileError(f"{where} memory_limit is an empty list")
+    limits: list[int | str | None] = []
+    for item in items:
+        if item is None or (isinstance(item, str) and item.strip().lower() == "none"):
+            limits.append(None)
+        elif isinstance(item, bool) or not isinstance(item, int | str):
+            raise InputFileError(f"{where} memory_limit is {value!r}; expected elements, "
+                                 "'max_input', bytes such as '512MiB', or a list of them")
+        else:
+            limits.append(item)
+    if not isinstance(value, list):
+        return limits[0]
+    return tuple(limits)

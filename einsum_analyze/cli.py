@@ -13,21 +13,28 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, get_args
 
 import click
 
 from . import __version__
 from ._types import DType
+from .backends import backend_help, backend_names
 from .errors import EinsumAnalyzeError
 from .parsing import parse_seconds, parse_shapes, parse_sizes, parse_strategy_names
 from .planning import OPTIMIZERS
 from .strategies import STRATEGIES, get_strategy, strategy_names
+from .terminal import (
+    RunProgress,
+    check_json_path,
+    console,
+    progress,
+    quiet_closed_pipe,
+    write_json,
+)
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from .budgets import Budgets
     from .report import Report
 
@@ -54,7 +61,8 @@ default), or --budget-strategy NAME|all; --max-peak checks the forward peak
 when no strategy is modelled; --max-time checks every run's median forward +
 backward seconds (it passes when nothing ran). A cases file holds [[cases]]
 with name, equation, shapes or sizes, and optional dtype, optimize,
-memory_limit, grad, strategy and a budgets table; command-line options are
+memory_limit (one or a list), grad, strategy, budget, objective and a budgets
+table; command-line options are
 the defaults. 'einsum-analyze compare --help' explains comparison.
 
 \b
@@ -104,12 +112,16 @@ class _OneLineErrors(click.Command):
             return run(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
         try:
             result = run(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
+            sys.stdout.flush()
         except click.ClickException as err:
             click.echo(f"Error: {err.format_message()}", err=True)
             sys.exit(err.exit_code)
         except click.Abort:
             click.echo("Aborted!", err=True)
-            sys.exit(1)
+            sys.exit(130)
+        except BrokenPipeError:  # the reader closed stdout: not a failure
+            quiet_closed_pipe()
+            sys.exit(0)
         sys.exit(result if isinstance(result, int) else 0)
 
 
@@ -193,7 +205,29 @@ class _AnalyzeCommand(_OneLineErrors):
     "--memory-limit",
     metavar="LIMIT",
     help="Largest intermediate the planner may create: elements (opt_einsum's meaning), "
-    "max_input, or bytes with a unit (512MiB, 2GB; converted with --dtype).",
+    "max_input, or bytes with a unit (512MiB, 2GB; converted with --dtype). A comma list "
+    "(none,1e6,64KiB,max_input) compares the limits: one table row per limit, each with "
+    "its forward path, strategies and best plan.",
+)
+@click.option(
+    "--budget",
+    metavar="BYTES",
+    help="Training budget: the training peak, everything live inputs included (40GiB). "
+    "Each strategy says whether it fits; a plan is recommended within it. When no plan "
+    "fits, the smallest reachable peak is printed and the exit code is 1.",
+)
+@click.option(
+    "--objective",
+    metavar="NAME",
+    help="Search paths and strategies for the training step and recommend a plan: "
+    "flops (forward + backward + recompute), memory (training peak) or balanced "
+    "(FLOPs x peak). Default: flops when --budget or a limit list is given, else no search.",
+)
+@click.option(
+    "--cotengra/--no-cotengra",
+    default=False,
+    show_default=True,
+    help="Add cotengra's hyper-optimizer to the search's candidates (the cotengra extra).",
 )
 @click.option(
     "--dtype",
@@ -224,15 +258,16 @@ class _AnalyzeCommand(_OneLineErrors):
     "devices",
     multiple=True,
     metavar="DEVICE",
-    help="Where to run: cpu, cuda, cuda:N, a comma-separated list, or none (analysis "
-    "only, no torch import). Repeatable. Default: cpu, plus cuda where a GPU is present.",
+    help="Where to run: auto, cpu, cuda, cuda:N, a comma-separated list, or none (analysis "
+    "only, no torch import). Repeatable. Default: auto, CUDA where it is available and "
+    "the cpu otherwise.",
 )
 @click.option(
     "--backend",
-    type=click.Choice(["torch", "numpy"]),
+    type=click.Choice(backend_names()),
     default="torch",
     show_default=True,
-    help="Executor for our strategies (numpy: cpu only; torch baselines always use torch).",
+    help=f"Executor for our strategies: {backend_help()}.",
 )
 @click.option("--repeats", type=click.IntRange(min=1), default=10, show_default=True,
               help="Timed blocks per phase.")
@@ -243,7 +278,8 @@ class _AnalyzeCommand(_OneLineErrors):
 @click.option(
     "--max-memory",
     metavar="BYTES",
-    help="Skip runs whose predicted peak exceeds this (8GiB, 512MB, ...).",
+    help="Skip runs whose predicted peak, inputs included, exceeds this (8GiB, 512MB, "
+    "...); torch-autograd's and opt_einsum-torch's predicted peak get a 25% margin.",
 )
 @click.option("--force", is_flag=True,
               help="Run on cpu even when the predicted time is far beyond reason.")
@@ -285,6 +321,9 @@ def cli(
     optimize: str,
     max_search_time: str,
     memory_limit: str | None,
+    budget: str | None,
+    objective: str | None,
+    cotengra: bool,
     dtype: str,
     grad: str,
     strategies: str,
@@ -315,9 +354,12 @@ def cli(
         budgets = _read_budgets(
             max_flops, max_backward_flops, max_peak, max_retained, max_time, budget_strategy
         )
-        settings = _Settings(optimize, memory_limit, dtype, grad, parse_strategy_names(strategies),
+        settings = _Settings(optimize, memory_limit, dtype, grad,
+                             parse_strategy_names(strategies), budget, objective, cotengra,
                              parse_seconds(max_search_time, "--max-search-time"))
         run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force)
+        run.check(dtype)
+        check_json_path(json_path)
         if cases_path is not None:
             if equation is not None or shapes is not None or sizes is not None:
                 raise click.UsageError("give either --cases or EQUATION with --shapes/--sizes")
@@ -344,6 +386,10 @@ def _analyze(
     if (shapes is None) == (sizes is None):
         raise click.UsageError("give exactly one of --shapes and --sizes")
     devices = run.device_list()
+    if devices and not settings.strategies:
+        raise click.UsageError(
+            "running needs at least one --strategy; drop --device or use --device none"
+        )
     report = analyze(
         equation,
         parse_shapes(shapes) if shapes is not None else None,
@@ -353,23 +399,31 @@ def _analyze(
         dtype=settings.dtype,
         grad=settings.grad,
         strategies=settings.strategies,
+        budget=settings.budget,
+        objective=settings.objective,
+        cotengra=settings.cotengra,
         max_search_s=settings.max_search_s,
         on_search=lambda notice: click.echo(
             f"note: {notice}; it stops after {settings.max_search_s:g} s (--max-search-time)",
             err=True,
         ),
     )
+    out = console() if json_path != "-" else None
+    if out is not None:
+        from .render import render_analysis
+
+        render_analysis(report, out)  # at once: the runs may take a while
     # Forward-only analysis (--strategy none) runs nothing unless a device was asked for.
     if devices != () and (report.strategies or devices is not None):
-        report = _execute(report, run, devices, show_progress=json_path != "-")
+        with progress(show=out is not None) as shown:
+            report = _execute(report, run, devices, shown)
     report = apply_budgets(report, budgets)  # last: budgets read the strategies and runs
     if json_path is not None:
-        _write_json(report.to_dict(), json_path)
-    if json_path != "-":
+        write_json(report.to_dict(), json_path)
+    if out is not None:
+        from .render import render_runs
 
-        from .render import render_report
-
-        render_report(report, _console())
+        render_runs(report, out, console(stderr=True))
     return _echo_budget_failures(report)
 
 
@@ -391,22 +445,6 @@ def _read_budgets(
         "max-time": max_time,
         "budget-strategy": budget_strategy,
     })
-
-
-def _write_json(data: Any, json_path: str) -> None:
-    """Write a document to ``json_path`` ('-': stdout) with the one JSON writer."""
-    from .report import dump_json
-
-    if json_path == "-":
-        dump_json(data, sys.stdout)
-        return
-    try:
-        with open(json_path, "w", encoding="utf-8") as stream:
-            dump_json(data, stream)
-    except OSError as err:
-        raise InputError(
-            f"cannot write the JSON report to {json_path!r}: {err.strerror}"
-        ) from err
 
 
 def _echo_budget_failures(report: Report, case: str | None = None) -> int:
@@ -439,32 +477,47 @@ def _analyze_cases(
         raise InputError(f"the cases file {cases_path!r} is not UTF-8 text") from err
     defaults = CaseDefaults(dtype=settings.dtype, optimize=settings.optimize,
                             memory_limit=settings.memory_limit, grad=settings.grad,
-                            strategies=settings.strategies, budgets=budgets)
+                            strategies=settings.strategies, budgets=budgets,
+                            budget=settings.budget, objective=settings.objective,
+                            max_search_s=settings.max_search_s)
     entries = parse_cases(text, fmt, defaults)
     devices = run.device_list()
 
-    def run_case(case: Case) -> Report:
-        report = analyze_case(case)
-        if devices == () or not report.strategies:
-            return report
-        return _execute(report, run, devices, show_progress=False)
+    runnable = [entry for entry in entries if entry.case is not None]
+    with progress(show=json_path != "-") as shown:
+        shown.cases(len(runnable))
 
-    batch = run_cases(entries, runner=run_case)
+        def run_case(case: Case) -> Report:
+            shown.next_case(case.name)
+            report = analyze_case(case)
+            case_devices = _case_devices(case, devices)
+            if case_devices == () or not report.strategies:
+                return report
+            return _execute(report, _case_run(case, run), case_devices, shown)
+
+        batch = run_cases(entries, runner=run_case)
     if json_path is not None:
-        _write_json(batch.to_dict(), json_path)
+        write_json(batch.to_dict(), json_path)
     if json_path != "-":
 
         from .render import render_batch
 
-        render_batch(batch, _console())
+        render_batch(batch, console())
     for outcome in batch.cases:
         if outcome.report is None:
-            click.echo(f"Error: case {outcome.name!r}: {outcome.error}", err=True)
+            click.echo(_case_error_line(outcome.name, outcome.error or ""), err=True)
         else:
             _echo_budget_failures(outcome.report, outcome.name)
     if batch.has_errors:
         return 2
     return 1 if batch.has_budget_failures else 0
+
+
+def _case_error_line(name: str, error: str) -> str:
+    """``Error: case 'NAME': ...``, naming the case once even when the message names it."""
+    prefix = f"case {name!r}"
+    rest = error[len(prefix):].lstrip(": ") if error.startswith(prefix) else error
+    return f"Error: {prefix}: {rest}"
 
 
 @dataclass(frozen=True)
@@ -476,6 +529,9 @@ class _Settings:
     dtype: str
     grad: str
     strategies: tuple[str, ...]
+    budget: str | None = None
+    objective: str | None = None
+    cotengra: bool = False
     max_search_s: float = 30.0
 
 
@@ -489,12 +545,26 @@ class _RunOptions:
     max_memory: str | None
     force: bool
 
+    def check(self, dtype: str) -> None:
+        """Refuse what can never run at once, before any analysis, even with --device none."""
+        from .backends import get_backend
+        from .parsing import parse_bytes
+
+        if self.max_memory is not None:
+            try:
+                parse_bytes(self.max_memory)
+            except ValueError as err:
+                raise InputError(f"--max-memory: {err}") from err
+        why_not = get_backend(self.backend).unavailable("cpu", dtype)
+        if why_not is not None:  # a dtype the backend has on no device
+            raise InputError(f"--backend {self.backend} with --dtype {dtype}: {why_not}")
+
     def device_list(self) -> tuple[str, ...] | None:
         """() for analysis only, None for the default devices, else the names."""
         names = tuple(
             name.strip() for text in self.devices for name in text.split(",") if name.strip()
         )
-        if not names:
+        if not names or names == ("auto",):
             return None
         if any(name.lower() == "none" for name in names):
             if len(names) > 1:
@@ -503,36 +573,35 @@ class _RunOptions:
         return names
 
 
+def _case_devices(case: Any, devices: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """A case's own ``device`` (text or a list), else the command line's."""
+    own = case.options.devices
+    if own is None:
+        return devices
+    return _RunOptions(own, "torch", 1, 0, 0, None, False).device_list()
+
+
+def _case_run(case: Any, run: _RunOptions) -> _RunOptions:
+    """The command line's run options with a case's own ``repeats`` and ``warmup``."""
+    options = case.options
+    return replace(run, repeats=options.repeats if options.repeats is not None else run.repeats,
+                   warmup=options.warmup if options.warmup is not None else run.warmup)
+
+
 def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
-             *, show_progress: bool) -> Report:
-    from .analysis import execute
+             progress: RunProgress) -> Report:
+    from .execution import execute
 
     if not report.strategies:
         raise click.UsageError(
             "running needs at least one --strategy; drop --device or use --device none"
         )
-    if not (show_progress and sys.stdout.isatty()):
+    try:
         return execute(report, devices=devices, backend=run.backend, repeats=run.repeats,
                        warmup=run.warmup, seed=run.seed, max_memory=run.max_memory,
-                       force=run.force)
-    from rich.progress import Progress
-
-    with Progress(transient=True) as progress:
-        task = progress.add_task("running", total=None)
-
-        def on_progress(label: str) -> None:
-            progress.update(task, description=label, advance=1)
-
-        return execute(report, devices=devices, backend=run.backend, repeats=run.repeats,
-                       warmup=run.warmup, seed=run.seed, max_memory=run.max_memory,
-                       force=run.force, on_progress=on_progress)
-
-
-def _console() -> Console:
-    """A terminal's own width; 120 columns when the output goes to a file or a pipe."""
-    from rich.console import Console
-
-    return Console() if sys.stdout.isatty() else Console(width=120)
+                       force=run.force, on_progress=progress.run, on_run=progress.run_done)
+    finally:
+        progress.finish_runs()
 
 
 @click.command(
@@ -577,14 +646,14 @@ def _compare(before: str, after: str, tolerance: float, json_path: str | None) -
         names=(f"BEFORE {before!r}", f"AFTER {after!r}"),
     )
     if json_path is not None:
-        _write_json(comparison.to_dict(), json_path)
+        write_json(comparison.to_dict(), json_path)
     from .render import regression_lines
 
     if json_path != "-":
 
         from .render import render_comparison
 
-        render_comparison(comparison, _console())
+        render_comparison(comparison, console())
     for line in regression_lines(comparison):
         click.echo(line, err=True)
     return 1 if comparison.has_regressions else 0
@@ -600,6 +669,11 @@ def _read_report(path: str, which: str) -> Any:
         raise InputError(f"cannot read {which} report {path!r}: {err.strerror}") from err
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise InputError(f"{which} report {path!r} is not JSON: {err}") from err
+    except RecursionError as err:
+        raise InputError(f"{which} report {path!r} is JSON nested too deeply to read") from err
+    except ValueError as err:  # e.g. an integer of more digits than Python converts
+        raise InputError(f"{which} report {path!r} is not readable JSON: "
+                         f"{str(err).splitlines()[0]}") from err
 
 
 def main() -> None:

@@ -5,12 +5,27 @@ Rules (docs/ci.md):
 - FLOPs and modelled memory are exact: any increase is a regression, any decrease an
   improvement. Compared: forward ``flops`` and ``peak_bytes``; per strategy (matched by
   name) ``backward_flops``, ``retained_bytes`` and ``peak_bytes``.
-- Timings use a relative tolerance: a run's median ``forward_s`` or ``backward_s`` (runs
-  matched by strategy, backend and device) regresses when it grows by more than
-  ``tolerance`` (0.05: 5 %), and improves when it shrinks by more. A change of exactly
-  the tolerance (up to float rounding) is unchanged; with tolerance 0 any growth regresses.
+- Timings are judged against their recorded spread: a run's median ``forward_s`` or
+  ``backward_s`` (runs matched by strategy, backend and device) regresses when it grows
+  by more than ``tolerance`` (0.05: 5 %) of the median *plus* the two interquartile
+  ranges recorded (``iqr``, before and after), and improves when it shrinks by as much.
+  Two runs of the same code thus never regress by noise their own spreads show. A
+  change of exactly the bound (up to float rounding) is unchanged.
+- Measured memory is exact: each run's ``peak_bytes_measured`` and
+  ``retained_bytes_measured`` (the allocator's figures) regress on any increase.
+- Budget outcomes: a budget (matched by name and subject) that passed and now fails
+  regresses; one that failed and now passes improves.
+- A figure that is present but not a number (``"flops": "abc"``) makes the document
+  unreadable: :class:`InputFileError`, never a silent ``removed``.
 - A strategy, run or case present on one side only is ``added`` or ``removed``, not a
   regression. A batch case that had a report before and an error after is a regression.
+- A changed memory limit (``forward.memory_limit_elements``, or the list of a limit
+  sweep) is a change of input, never a regression: it is noted, and the figures that
+  depend on it (forward, strategies, recommended plan) are not compared. The rows of a
+  limit sweep are matched by limit: a limit on both sides is compared like the forward
+  pass and strategies (exact), a limit on one side only is ``added`` or ``removed``. A
+  changed training budget or objective is noted likewise, and the recommended plan is
+  compared (training FLOPs and peak, exact) only when both are unchanged.
 - Analysis time, versions and environment are never compared.
 
 Both documents must be both single or both batch reports, of this schema version or of
@@ -43,7 +58,7 @@ READABLE_VERSIONS: tuple[int, ...] = (1, SCHEMA_VERSION)
 """The ``schema_version`` values :func:`compare_reports` reads (older ones are upgraded)."""
 
 ChangeStatus = Literal["regressed", "improved", "unchanged", "added", "removed"]
-Rule = Literal["exact", "relative", "presence"]
+Rule = Literal["exact", "relative", "presence", "budget"]
 Unit = Literal["flops", "bytes", "s", ""]
 DocumentKind = Literal["report", "batch"]
 
@@ -54,6 +69,9 @@ _STRATEGY_FIGURES: tuple[tuple[str, Unit], ...] = (
     ("peak_bytes", "bytes"),
 )
 _RUN_FIGURES = ("forward_s", "backward_s")
+_RUN_MEMORY: tuple[tuple[str, Unit], ...] = (
+    ("peak_bytes_measured", "bytes"), ("retained_bytes_measured", "bytes"),
+)
 _RUN_IDENTITY = ("strategy", "backend", "device")
 _INPUT_KEYS = ("equation", "shapes", "dtype")
 
@@ -204,6 +222,8 @@ def compare_reports(
             notes.append(f"{name} is a schema_version {data['schema_version']} report, read "
                          f"as version {SCHEMA_VERSION} (docs/schema.md)")
     before, after = upgrade_report(before), upgrade_report(after)
+    _check_figures(before, name_before)
+    _check_figures(after, name_after)
     if kind_before == "report":
         _compare_single(before, after, None, tolerance, changes, notes)
     else:
@@ -291,6 +311,55 @@ def _document_kind(data: object, which: str) -> DocumentKind:
     raise InputFileError(f"{which} has neither 'forward' (a report) nor 'cases' (a batch)")
 
 
+def _check_figures(data: Mapping[str, Any], which: str) -> None:
+    """Raise :class:`InputFileError` for a compared figure present but not a number."""
+
+    def check(value: object, where: str) -> None:
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float) or (
+            isinstance(value, float) and not math.isfinite(value)
+        ):
+            raise InputFileError(f"{which} is corrupted: {where} is {value!r}, not a number")
+
+    def report(doc: Mapping[str, Any], prefix: str) -> None:
+        forward = doc.get("forward")
+        if not isinstance(forward, Mapping):
+            raise InputFileError(f"{which} is corrupted: {prefix}forward is not a table")
+        for figure, _ in _FORWARD_FIGURES:
+            check(forward.get(figure), f"{prefix}forward.{figure}")
+        for key in ("strategies", "runs", "budgets"):
+            if doc.get(key) is not None and not isinstance(doc.get(key), list):
+                raise InputFileError(f"{which} is corrupted: {prefix}{key} is not a list")
+        for number, strategy in enumerate(doc.get("strategies") or ()):
+            if not isinstance(strategy, Mapping):
+                raise InputFileError(f"{which} is corrupted: {prefix}strategies[{number}]")
+            for figure, _ in _STRATEGY_FIGURES:
+                check(strategy.get(figure), f"{prefix}strategies[{number}].{figure}")
+        for number, run in enumerate(doc.get("runs") or ()):
+            if not isinstance(run, Mapping):
+                raise InputFileError(f"{which} is corrupted: {prefix}runs[{number}]")
+            for figure in _RUN_FIGURES:
+                stats = run.get(figure)
+                if stats is not None and not isinstance(stats, Mapping):
+                    raise InputFileError(f"{which} is corrupted: {prefix}runs[{number}]."
+                                         f"{figure} is {stats!r}")
+                for key in ("median", "iqr"):
+                    check(stats.get(key) if stats else None,
+                          f"{prefix}runs[{number}].{figure}.{key}")
+            for figure, _ in _RUN_MEMORY:
+                check(run.get(figure), f"{prefix}runs[{number}].{figure}")
+
+    if isinstance(data.get("cases"), list):
+        for number, case in enumerate(data["cases"]):
+            if not isinstance(case, Mapping):
+                raise InputFileError(f"{which} is corrupted: cases[{number}] is not a table")
+            if isinstance(case.get("report"), Mapping):
+                report(case["report"], f"cases[{number}].report.")
+        return
+    report(data, "")
+
+
 def _number(value: object) -> int | float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -304,8 +373,16 @@ def _median(stats: object) -> float | None:
     return None
 
 
+def _iqr(stats: object) -> float:
+    if isinstance(stats, Mapping):
+        value = _number(stats.get("iqr"))
+        return float(value) if value is not None else 0.0
+    return 0.0
+
+
 def _verdict(
-    before: int | float | None, after: int | float | None, rule: Rule, tolerance: float
+    before: int | float | None, after: int | float | None, rule: Rule, tolerance: float,
+    spread: float = 0.0,
 ) -> ChangeStatus:
     if before is None and after is None:
         return "unchanged"
@@ -314,9 +391,10 @@ def _verdict(
     if after is None:
         return "removed"
     if rule == "relative":
-        if _beyond(after, before * (1 + tolerance)):
+        margin = before * tolerance + spread
+        if _beyond(after, before + margin):
             return "regressed"
-        if _beyond(before * (1 - tolerance), after):
+        if _beyond(before - margin, after):
             return "improved"
         return "unchanged"
     if after > before:
@@ -346,10 +424,13 @@ def _add(
     after: int | float | None,
     rule: Rule,
     tolerance: float,
+    spread: float = 0.0,
 ) -> None:
+    detail = f"recorded IQRs together {spread:.3g} s" if spread else ""
     changes.append(Change(case=case, subject=subject, figure=figure, unit=unit, before=before,
                           after=after, rule=rule,
-                          status=_verdict(before, after, rule, tolerance)))
+                          status=_verdict(before, after, rule, tolerance, spread),
+                          detail=detail))
 
 
 def _by_name(items: object) -> dict[str, Mapping[str, Any]]:
@@ -394,6 +475,11 @@ def _compare_single(
     if fwd_before.get("optimizer") != fwd_after.get("optimizer"):
         notes.append(f"{where}optimizer changed from {fwd_before.get('optimizer')!r} "
                      f"to {fwd_after.get('optimizer')!r}")
+    same_limit = _compare_limits(before, after, case, tolerance, changes, notes)
+    _compare_recommended(before, after, case, same_limit, tolerance, changes, notes)
+    if not same_limit:
+        _compare_runs(before, after, case, tolerance, changes)
+        return
     for figure, unit in _FORWARD_FIGURES:
         _add(changes, case, "forward", figure, unit, _number(fwd_before.get(figure)),
              _number(fwd_after.get(figure)), "exact", tolerance)
@@ -404,13 +490,151 @@ def _compare_single(
         for figure, unit in _STRATEGY_FIGURES:
             _add(changes, case, f"strategy {name}", figure, unit, _number(old.get(figure)),
                  _number(new.get(figure)), "exact", tolerance)
+    _compare_runs(before, after, case, tolerance, changes)
+
+
+def _limit_key(report: Mapping[str, Any]) -> tuple[object, ...]:
+    """The memory limit(s) a report was analysed under: its input, not a figure."""
+    rows = report.get("memory_limits")
+    if isinstance(rows, list) and rows:
+        return tuple(row.get("limit_elements") for row in rows if isinstance(row, Mapping))
+    forward = report.get("forward", {})
+    return (forward.get("memory_limit_elements") if isinstance(forward, Mapping) else None,)
+
+
+def _compare_limits(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    case: str | None,
+    tolerance: float,
+    changes: list[Change],
+    notes: list[str],
+) -> bool:
+    """Note a changed limit; compare sweep rows by limit. Whether the limit is unchanged."""
+    where = f"case {case!r}: " if case is not None else ""
+    old_key, new_key = _limit_key(before), _limit_key(after)
+    same = old_key[:1] == new_key[:1]
+    if old_key != new_key:
+        notes.append(f"{where}memory limit changed from {_limit_text(old_key)} to "
+                     f"{_limit_text(new_key)}: a change of input, not a regression"
+                     + ("" if same else "; the figures that depend on it are not compared"))
+    rows_before = _rows_by_limit(before.get("memory_limits"))
+    rows_after = _rows_by_limit(after.get("memory_limits"))
+    for limit in _union(rows_before, rows_after):
+        old, new = rows_before.get(limit), rows_after.get(limit)
+        subject = f"memory limit {limit}"
+        if old is None or new is None:
+            changes.append(Change(case=case, subject=subject, figure="", unit="", before=None,
+                                  after=None, rule="presence",
+                                  status="added" if old is None else "removed",
+                                  detail="a limit of the sweep (a change of input)"))
+            continue
+        row_figures: tuple[tuple[str, Unit], ...] = (
+            ("forward_flops", "flops"), ("inference_peak_bytes", "bytes"))
+        for figure, unit in row_figures:
+            _add(changes, case, subject, figure, unit, _number(old.get(figure)),
+                 _number(new.get(figure)), "exact", tolerance)
+        old_s, new_s = _by_name(old.get("strategies")), _by_name(new.get("strategies"))
+        for name in _union(old_s, new_s):
+            for figure, unit in _STRATEGY_FIGURES:
+                _add(changes, case, f"{subject}, strategy {name}", figure, unit,
+                     _number(old_s.get(name, {}).get(figure)),
+                     _number(new_s.get(name, {}).get(figure)), "exact", tolerance)
+    return same
+
+
+def _limit_text(key: tuple[object, ...]) -> str:
+    texts = ["none" if value is None else f"{value} elements" for value in key]
+    return ", ".join(texts) if len(texts) > 1 else texts[0]
+
+
+def _rows_by_limit(rows: object) -> dict[str, Mapping[str, Any]]:
+    if not isinstance(rows, list):
+        return {}
+    found: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        if isinstance(row, Mapping):
+            value = row.get("limit_elements")
+            found.setdefault("none" if value is None else f"{value} elements", row)
+    return found
+
+
+def _compare_recommended(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    case: str | None,
+    same_limit: bool,
+    tolerance: float,
+    changes: list[Change],
+    notes: list[str],
+) -> None:
+    """The recommended plan's training FLOPs and peak, when its inputs are unchanged."""
+    where = f"case {case!r}: " if case is not None else ""
+    old, new = before.get("recommended"), after.get("recommended")
+    if not isinstance(old, Mapping) and not isinstance(new, Mapping):
+        return
+    old = old if isinstance(old, Mapping) else {}
+    new = new if isinstance(new, Mapping) else {}
+    inputs_same = same_limit
+    for key in ("budget_bytes", "objective"):
+        if old and new and old.get(key) != new.get(key):
+            notes.append(f"{where}recommended plan's {key} changed from {old.get(key)!r} to "
+                         f"{new.get(key)!r}: a change of input, not a regression")
+            inputs_same = False
+    if not inputs_same:
+        return
+    plan_figures: tuple[tuple[str, Unit], ...] = (
+        ("training_flops", "flops"), ("peak_bytes", "bytes"))
+    for figure, unit in plan_figures:
+        _add(changes, case, "recommended", figure, unit, _number(old.get(figure)),
+             _number(new.get(figure)), "exact", tolerance)
+
+
+def _compare_runs(
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    case: str | None,
+    tolerance: float,
+    changes: list[Change],
+) -> None:
     runs_before = _runs_by_key(before.get("runs"))
     runs_after = _runs_by_key(after.get("runs"))
     for key in _union(runs_before, runs_after):
         old, new = runs_before.get(key, {}), runs_after.get(key, {})
         for figure in _RUN_FIGURES:
             _add(changes, case, key, figure, "s", _median(old.get(figure)),
-                 _median(new.get(figure)), "relative", tolerance)
+                 _median(new.get(figure)), "relative", tolerance,
+                 _iqr(old.get(figure)) + _iqr(new.get(figure)))
+        for figure, unit in _RUN_MEMORY:
+            _add(changes, case, key, figure, unit, _number(old.get(figure)),
+                 _number(new.get(figure)), "exact", tolerance)
+    _compare_budgets(before, after, case, changes)
+
+
+def _compare_budgets(
+    before: Mapping[str, Any], after: Mapping[str, Any], case: str | None,
+    changes: list[Change],
+) -> None:
+    """A budget that passed and now fails regresses; the reverse improves."""
+
+    def outcomes(doc: Mapping[str, Any]) -> dict[str, bool]:
+        return {f"budget {b.get('name')} on {b.get('subject')}": bool(b.get("passed"))
+                for b in doc.get("budgets") or () if isinstance(b, Mapping)}
+
+    old, new = outcomes(before), outcomes(after)
+    for subject in _union(old, new):
+        was, now = old.get(subject), new.get(subject)
+        if was is None or now is None:
+            status: ChangeStatus = "added" if was is None else "removed"
+        elif was == now:
+            status = "unchanged"
+        else:
+            status = "regressed" if was else "improved"
+        words = {True: "passed", False: "exceeded", None: "absent"}
+        changes.append(Change(case=case, subject=subject, figure="passed", unit="",
+                              before=None if was is None else int(was),
+                              after=None if now is None else int(now), rule="budget",
+                              status=status, detail=f"{words[was]} -> {words[now]}"))
 
 
 def _compare_batch(

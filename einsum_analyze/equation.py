@@ -14,14 +14,7 @@ from dataclasses import dataclass, field
 from ._types import Label, Shape, Term
 from .errors import EquationError, ShapeError
 
-__all__ = [
-    "MAX_DIM",
-    "Equation",
-    "parse_equation",
-    "shapes_from_sizes",
-    "split_equation",
-    "torch_equation",
-]
+__all__ = ["MAX_DIM", "Equation", "parse_equation", "shapes_from_sizes", "split_equation"]
 
 MAX_DIM = 2**40
 """Largest accepted size of one dimension (about 1.1e12); larger is treated as a typo."""
@@ -125,34 +118,6 @@ def split_equation(text: str) -> tuple[list[str], str | None]:
                 f"{where} {term!r} has a '.' that is not part of a single '...'"
             )
     return terms, output
-
-
-def torch_equation(text: str) -> str | None:
-    """The equation as typed, its labels relabelled with the ASCII letters torch.einsum takes.
-
-    Letters are kept; every other label (a digit, a non-ASCII symbol) gets a letter the
-    equation does not use. Spaces, ``...``, the commas and the arrow are kept, so torch
-    plans its own path on the equation as typed.
-
-    Returns:
-        The relabelled equation, or None when it has more than 52 distinct labels.
-
-    Example:
-        >>> torch_equation("a0,0b->ab")
-        'ac,cb->ab'
-    """
-    labels = dict.fromkeys(char for char in text if char not in " ,.->")
-    spare = (char for char in _ASCII_LABELS if char not in labels)
-    mapping: dict[str, str] = {}
-    for char in labels:
-        if char.isascii() and char.isalpha():
-            mapping[char] = char
-            continue
-        letter = next(spare, None)
-        if letter is None:
-            return None
-        mapping[char] = letter
-    return "".join(mapping.get(char, char) for char in text)
 
 
 def _is_label(char: str) -> bool:

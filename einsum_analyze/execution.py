@@ -6,32 +6,34 @@ Each run is first checked for memory: a run whose predicted peak does not fit th
 device's free memory, or a user's limit, is skipped with its reason; nothing is
 allocated for it.
 
-Memory is measured above a baseline that already holds the operands: on CUDA with
-``max_memory_allocated``; on CPU by the executor's own count of the storages it holds,
-and for torch autograd by the bytes of the tensors it saves for backward
-(``saved_tensors_hooks``).
+The runs themselves belong to the executors in :mod:`einsum_analyze.backends` (our
+strategies, by backend name) and :mod:`einsum_analyze.backends.baselines`. Memory is
+the allocator's: on CUDA ``max_memory_allocated``, on cpu torch.profiler's allocator
+events; every peak counts the inputs.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
-from .equation import torch_equation
-from .errors import BackendUnavailableError
-from .memory import simulate_memory
+from .backends import get_backend
+from .backends.base import CUDA_GRANULARITY, Run, make_context, predicted_peak_bytes
+from .backends.baselines import BASELINES, run_baseline
+from .backends.runners import run_strategy
+from .errors import BackendUnavailableError, PlanningError
+from .formatting import format_bytes, format_seconds
+from .parsing import parse_bytes
+from .planning import Step
 from .report import Report
+from .search import RECOMMENDED_LABEL
 from .strategies import StrategyResult
-from .timing import Measurement
 
-__all__ = ["BASELINES", "Run", "execute_report", "resolve_devices"]
-
-BASELINES = ("torch-autograd", "opt_einsum-torch")
-"""torch.einsum under autograd; opt_einsum.contract on the report's path under autograd."""
-
-CUDA_GRANULARITY = 512
-"""CUDA's caching allocator rounds every block up to a multiple of 512 bytes."""
+__all__ = ["BASELINES", "CUDA_GRANULARITY", "Run", "execute", "execute_report",
+           "operand_scales", "predicted_peak", "resolve_devices"]
 
 CPU_FLOPS_PER_S = 5e9
 """A deliberately modest CPU rate, used only to refuse runs that would take far too long."""
@@ -39,77 +41,30 @@ CPU_FLOPS_PER_S = 5e9
 CPU_TIME_LIMIT_S = 120.0
 """Runs predicted to take longer than this on CPU are skipped unless forced."""
 
-Backend = Literal["torch", "numpy"]
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Run:
-    """One strategy or baseline, run on one device with one backend.
-
-    Memory figures are bytes above the operands (the caller's inputs); see the schema.
-
-    Attributes:
-        strategy: ``reverse``, ``independent``, ``torch-autograd`` or ``opt_einsum-torch``.
-        is_baseline: Whether this is a torch baseline rather than our executor.
-        device: ``cpu``, ``cuda:0``, ...
-        backend: ``torch`` or ``numpy``.
-        forward: Forward timing (None when skipped).
-        backward: Backward timing (None when skipped or nothing is differentiated).
-        peak_bytes_measured: Measured peak above the inputs, forward and backward.
-        peak_bytes_predicted: The model's peak above the inputs, on the same basis.
-        retained_bytes_measured: Bytes held for backward at the end of forward.
-        retained_bytes_predicted: The model's retained bytes.
-        max_grad_error: Largest relative gradient error against the float64 oracle.
-        skipped: Why the run did not happen; None when it ran.
-        measurement: How memory was measured.
-    """
-
-    strategy: str
-    is_baseline: bool
-    device: str
-    backend: str
-    forward: Measurement | None = None
-    backward: Measurement | None = None
-    peak_bytes_measured: int | None = None
-    peak_bytes_predicted: int | None = None
-    retained_bytes_measured: int | None = None
-    retained_bytes_predicted: int | None = None
-    max_grad_error: float | None = None
-    skipped: str | None = None
-    measurement: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """One entry of the ``runs`` section of the JSON report."""
-        return {
-            "strategy": self.strategy,
-            "baseline": self.is_baseline,
-            "device": self.device,
-            "backend": self.backend,
-            "forward_s": self.forward.to_dict() if self.forward else None,
-            "backward_s": self.backward.to_dict() if self.backward else None,
-            "peak_bytes_measured": self.peak_bytes_measured,
-            "peak_bytes_predicted": self.peak_bytes_predicted,
-            "retained_bytes_measured": self.retained_bytes_measured,
-            "retained_bytes_predicted": self.retained_bytes_predicted,
-            "max_grad_error": self.max_grad_error,
-            "skipped": self.skipped,
-            "memory_measurement": self.measurement,
-        }
+MAX_DEVICE_BYTES = 2**50
+"""No device holds a PiB: a run predicted to need more is refused in one short line."""
 
 
 def resolve_devices(names: Sequence[str] | None) -> tuple[str, ...]:
-    """Turn ``--device`` values into device names; the default is cpu plus cuda if present.
+    """Turn ``--device`` values into device names.
+
+    ``auto`` (the default, ``None``) is ``cuda:0`` where CUDA is available, else ``cpu``.
 
     Raises:
         BackendUnavailableError: A CUDA device that this machine does not have.
     """
     import torch
 
+    auto = ("cuda:0",) if torch.cuda.is_available() else ("cpu",)
     if names is None:
-        return ("cpu", "cuda:0") if torch.cuda.is_available() else ("cpu",)
+        return auto
     devices: list[str] = []
     for raw in names:
         name = raw.strip().lower()
+        if name == "auto":
+            devices.extend(auto)
+            continue
         if name == "cpu":
             devices.append("cpu")
             continue
@@ -129,84 +84,8 @@ def resolve_devices(names: Sequence[str] | None) -> tuple[str, ...]:
                 )
             devices.append(f"cuda:{index}")
             continue
-        raise BackendUnavailableError(f"device {raw!r} is not cpu, cuda, cuda:N or none")
+        raise BackendUnavailableError(f"device {raw!r} is not auto, cpu, cuda, cuda:N or none")
     return tuple(dict.fromkeys(devices))
-
-
-def _torch_dtype(name: str) -> Any:
-    import torch
-
-    return getattr(torch, name)
-
-
-def _oracle_dtype(name: str) -> Any:
-    import torch
-
-    return torch.complex128 if name.startswith("complex") else torch.float64
-
-
-def _relative_error(got: Any, want: Any) -> float:
-    import torch
-
-    want = want.to(got.device)
-    scale = float(torch.max(torch.abs(want))) if want.numel() else 0.0
-    diff = float(torch.max(torch.abs(got.to(want.dtype) - want))) if want.numel() else 0.0
-    return diff / scale if scale > 0 else diff
-
-
-@dataclass
-class _Context:
-    """Operands, upstream gradient and oracle gradients on one device."""
-
-    device: str
-    operands: list[Any]
-    upstream: Any
-    oracle: dict[int, Any]
-    grad: tuple[int, ...]
-    fence: Callable[[], None]
-    fence_name: str
-    is_cuda: bool
-
-
-def _make_context(
-    report: Report, device: str, seed: int, grad: Sequence[int], *, check: bool = True
-) -> _Context:
-    import torch
-
-    eq = report.equation
-    dtype = _torch_dtype(report.dtype)
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-    operands = [
-        torch.randn(shape, generator=generator, dtype=dtype).to(device) for shape in eq.shapes
-    ]
-    out_shape = [eq.size_dict[c] for c in eq.output]
-    upstream = torch.randn(out_shape, generator=generator, dtype=dtype).to(device)
-    precise = _oracle_dtype(report.dtype)
-    leaves = [t.detach().to(precise).requires_grad_(k in grad) for k, t in enumerate(operands)]
-    oracle: dict[int, Any] = {}
-    if grad and check:
-        with torch.enable_grad():
-            typed = torch_equation(eq.text)
-            if typed is not None:
-                y = torch.einsum(typed, *leaves)
-            else:
-                # torch.einsum takes 52 ASCII letters only; opt_einsum relabels each step.
-                import opt_einsum
-
-                y = opt_einsum.contract(eq.explicit, *leaves, backend="torch")
-            wanted = [leaves[k] for k in grad]
-            grads = torch.autograd.grad(y, wanted, upstream.to(precise).reshape(y.shape))
-        oracle = {k: g.detach() for k, g in zip(grad, grads, strict=True)}
-    is_cuda = device.startswith("cuda")
-    if is_cuda:
-        index = torch.device(device).index or 0
-
-        def fence() -> None:
-            torch.cuda.synchronize(index)
-
-        return _Context(device, operands, upstream, oracle, tuple(grad), fence,
-                        "torch.cuda.synchronize", True)
-    return _Context(device, operands, upstream, oracle, tuple(grad), lambda: None, "none", False)
 
 
 def _free_bytes(device: str) -> int:
@@ -230,41 +109,55 @@ def execute_report(
     report: Report,
     *,
     devices: Sequence[str],
-    backend: Backend = "torch",
+    backend: str = "torch",
     repeats: int = 10,
     warmup: int = 3,
     seed: int = 0,
     max_memory_bytes: int | None = None,
     force: bool = False,
     on_progress: Callable[[str], None] | None = None,
+    on_run: Callable[[Run], None] | None = None,
 ) -> tuple[tuple[Run, ...], tuple[str, ...]]:
     """Run every modelled strategy and every baseline on every device.
 
     Args:
         report: An analysis with strategies (see :func:`einsum_analyze.analyze`).
         devices: Device names from :func:`resolve_devices`.
-        backend: ``torch`` (CPU and CUDA) or ``numpy`` (CPU only; no baselines).
+        backend: A registered backend's name; the torch baselines run beside ``torch``.
         repeats: Timed blocks per phase.
         warmup: Untimed calls first.
         seed: Seed of the random operands.
         max_memory_bytes: Skip runs whose predicted peak (inputs included) exceeds this.
         force: Run on CPU even when the predicted time is far beyond reason.
         on_progress: Called with a label as each run starts.
+        on_run: Called with each run as it finishes, so that a caller can stream them.
 
     Returns:
         The runs, and warnings (noisy timings, failed baselines).
-    """
-    from .backends import runners
 
+    Raises:
+        BackendUnavailableError: The backend cannot run on a device or with the dtype.
+    """
+    executor = get_backend(backend)
+    eq = report.equation
     grad = report.gradients.operands if report.gradients is not None else _grad_of(report)
     runs: list[Run] = []
     warnings: list[str] = []
     ours = [s for s in report.strategies if s.name != "torch-autograd"]
     model = next((s for s in report.strategies if s.name == "torch-autograd"), None)
     baselines = BASELINES if backend == "torch" else ()
+    if backend != "torch":
+        warnings.append(f"the torch baselines (torch-autograd, opt_einsum-torch) run only "
+                        f"beside --backend torch: their 'vs torch' ratios compare torch "
+                        f"with torch on one device; --backend {backend} runs our strategies "
+                        "alone")
+    total = len(devices) * (len(ours) + len(baselines))
+    done = 0
+    overflowed: dict[tuple[str, str], list[str]] = {}
     for device in devices:
-        if backend == "numpy" and device != "cpu":
-            raise BackendUnavailableError(f"the numpy backend runs on cpu only, not {device}")
+        why_not = executor.unavailable(device, report.dtype)
+        if why_not is not None:
+            raise BackendUnavailableError(why_not)
         # Decide every refusal first: a refused run allocates nothing, and a device
         # where every run is refused gets no operands and no oracle either.
         free = _free_bytes(device)
@@ -277,6 +170,7 @@ def execute_report(
         ]
         for name, is_baseline, _, reason in plans:
             if reason is not None:
+                done += 1
                 runs.append(Run(strategy=name, is_baseline=is_baseline, device=device,
                                 backend="torch" if is_baseline else backend, skipped=reason))
         wanted = [(name, is_baseline, s) for name, is_baseline, s, reason in plans
@@ -290,28 +184,152 @@ def execute_report(
                 f"on {device} the float64 oracle would not fit beside the runs "
                 f"({_oracle_bytes(report)} B): gradients were not checked"
             )
-        context = _make_context(report, device, seed, grad, check=check)
+        context = make_context(
+            device=device, dtype=report.dtype, shapes=eq.shapes,
+            output_shape=[eq.size_dict[c] for c in eq.output], text=eq.text,
+            explicit=eq.explicit, seed=seed, grad=grad, check=check,
+            scales=operand_scales(report),
+        )
         for name, is_baseline, strategy in wanted:
+            done += 1
             if on_progress is not None:
-                on_progress(f"{name} on {device}" + ("" if is_baseline else f" ({backend})"))
+                on_progress(f"{done}/{total} {name} on {device}"
+                            + ("" if is_baseline else f" ({backend})"))
             if is_baseline:
-                run = runners.run_baseline(report, name, strategy, context, repeats=repeats,
-                                           warmup=warmup)
+                run = run_baseline(
+                    name, context, text=eq.text, explicit=eq.explicit, path=report.plan.path,
+                    peak_bytes_predicted=(predicted_peak(report, model, context.is_cuda)
+                                          if model else None),
+                    retained_bytes_predicted=model.memory.retained_bytes if model else None,
+                    repeats=repeats, warmup=warmup,
+                )
                 if run.skipped:
                     warnings.append(f"{name} on {device}: {run.skipped}")
             else:
                 assert strategy is not None
-                run = runners.run_strategy(report, strategy, context, backend=backend,
-                                           repeats=repeats, warmup=warmup)
+                run = run_strategy(
+                    executor, context, strategy=strategy.name, events=strategy.events,
+                    sizes=eq.size_dict,
+                    peak_bytes_predicted=predicted_peak(report, strategy, context.is_cuda),
+                    retained_bytes_predicted=strategy.memory.retained_bytes,
+                    repeats=repeats, warmup=warmup,
+                )
+            if run.max_grad_error is not None and not math.isfinite(run.max_grad_error):
+                run = _overflowed(run, report, context)
+                overflowed.setdefault((device, run.note or ""), []).append(run.strategy)
             runs.append(run)
+            if on_run is not None:
+                on_run(run)
         del context
+    warnings.extend(f"{', '.join(names)} on {device} {note}"
+                    for (device, note), names in overflowed.items())
+    noise = _noise_summary(runs)
+    if noise:
+        warnings.append(noise)
+    return tuple(runs), tuple(warnings)
+
+
+def _noise_summary(runs: Sequence[Run]) -> str | None:
+    """One sentence for every noisy timing: how many, the worst, and what to do."""
+    noisy: list[tuple[float, str]] = []
+    measured = 0
     for run in runs:
         for phase, measurement in (("forward", run.forward), ("backward", run.backward)):
             if measurement is not None:
-                note = measurement.warning(f"{run.strategy} {phase} on {run.device}")
-                if note:
-                    warnings.append(note)
-    return tuple(runs), tuple(warnings)
+                measured += 1
+                if measurement.warning("") is not None:
+                    noisy.append((measurement.relative_spread,
+                                  f"{run.strategy} {phase} on {run.device}"))
+    if not noisy:
+        return None
+    spread, label = max(noisy)
+    return (f"timings were noisy in {len(noisy)} of {measured} measurements (IQR over a "
+            f"quarter of the median; worst: {label}, {spread:.0%}); the JSON report has "
+            "the spreads; rerun on a quiet machine or with more --repeats")
+
+
+def operand_scales(report: Report) -> tuple[float, ...]:
+    """Factors for float16's random operands, so that a realistic network stays finite.
+
+    Each summed index of size n multiplies the spread of the output by about sqrt(n);
+    each operand is scaled by ``n ** (-1 / (2 k))`` for every summed index it holds,
+    where k operands hold that index, so the output's spread is about 1. Other dtypes
+    (bfloat16 has float32's range) are drawn unscaled: ``()``.
+
+    Example:
+        >>> from einsum_analyze import analyze
+        >>> operand_scales(analyze("ab,bc->ac", [(2, 64), (64, 3)], dtype="float16"))
+        (0.3535533905932738, 0.3535533905932738)
+    """
+    if report.dtype != "float16":
+        return ()
+    eq = report.equation
+    holders: dict[str, int] = {}
+    for term in eq.terms:
+        for label in set(term):
+            holders[label] = holders.get(label, 0) + 1
+    summed = set(holders) - set(eq.output)
+    return tuple(
+        math.prod(eq.size_dict[label] ** (-0.5 / holders[label]) for label in set(term) & summed)
+        for term in eq.terms
+    )
+
+
+def _overflowed(run: Run, report: Report, context: Any) -> Run:
+    """A run whose gradients are not finite, marked as overflowed in its ``note``.
+
+    The forward path is replayed step by step in the run's dtype, on the same operands,
+    to name the first step whose output is not finite.
+    """
+    step = _first_nonfinite_step(report, context)
+    where = (f"step {step.index} ({step.equation}) is the first whose output is not finite"
+             if step is not None else "the forward is finite; a gradient is not")
+    return replace(run, max_grad_error=None, note=f"overflowed in {report.dtype}: {where}")
+
+
+def _first_nonfinite_step(report: Report, context: Any) -> Step | None:
+    """The first forward step whose output is not finite, on the run's own operands."""
+    import torch
+
+    from .backends.base import ascii_equation
+
+    live = list(context.operands)
+    with torch.no_grad():
+        for step in report.plan.steps:
+            # opt_einsum's order: operands taken from the highest position down.
+            taken = [live.pop(position) for position in sorted(step.operands, reverse=True)]
+            try:
+                value = torch.einsum(ascii_equation(step.equation), *taken)
+            except (RuntimeError, ValueError):
+                return None
+            if not bool(torch.isfinite(value).all()):
+                return step
+            live.append(value)
+    return None
+
+
+def predicted_peak(report: Report, strategy: StrategyResult, is_cuda: bool) -> int:
+    """The strategy's predicted peak, inputs included, as the device's allocator sees it.
+
+    On CUDA every allocation, the operands' included, is rounded up to 512 bytes.
+    """
+    if not is_cuda:
+        return strategy.memory.peak_bytes
+    eq = report.equation
+    return predicted_peak_bytes(
+        strategy.events,
+        input_bytes=[_elements(shape) * report.itemsize for shape in eq.shapes],
+        output_elements=report.plan.steps[-1].output_elements,
+        itemsize=report.itemsize,
+        is_cuda=True,
+    )
+
+
+def _elements(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
 
 
 def _grad_of(report: Report) -> tuple[int, ...]:
@@ -352,27 +370,163 @@ def _refusal(
         flops = report.plan.flops * 3
     else:
         flops = strategy.forward_flops + strategy.backward_flops
+    if peak > MAX_DEVICE_BYTES:
+        return f"needs {format_bytes(peak)}, beyond any device"
     if max_memory_bytes is not None and peak > max_memory_bytes:
-        return f"predicted peak {peak} B exceeds --max-memory {max_memory_bytes} B"
+        return (f"predicted peak {format_bytes(peak)} exceeds --max-memory "
+                f"{format_bytes(max_memory_bytes)}")
     if peak > free:
-        return f"predicted peak {peak} B exceeds the {free} B free on {device}"
+        return f"predicted peak {format_bytes(peak)} exceeds the {format_bytes(free)} free"
     if device == "cpu" and not force:
         seconds = flops / CPU_FLOPS_PER_S
         if seconds > CPU_TIME_LIMIT_S:
-            return (f"predicted {seconds:.0f} s per training step on cpu at "
-                    f"{CPU_FLOPS_PER_S:.0e} FLOP/s; pass --force to run it anyway")
+            return (f"predicted {format_seconds(seconds)} per training step on cpu at "
+                    f"{CPU_FLOPS_PER_S:.0e} FLOP/s; --force runs it anyway")
     return None
 
 
-def predicted_peak_above_inputs(strategy: StrategyResult, report: Report, is_cuda: bool) -> int:
-    """The strategy's predicted peak above the inputs; on CUDA with allocator rounding."""
-    if not is_cuda:
-        return strategy.memory.peak_bytes_without_inputs
-    rounded = simulate_memory(
-        strategy.events,
-        input_elements=0,
-        output_elements=report.plan.steps[-1].output_elements,
-        itemsize=report.itemsize,
-        granularity=CUDA_GRANULARITY,
+def execute(
+    report: Report,
+    *,
+    devices: Sequence[str] | None = None,
+    backend: str = "torch",
+    repeats: int = 10,
+    warmup: int = 3,
+    seed: int = 0,
+    max_memory: int | str | None = None,
+    force: bool = False,
+    on_progress: Callable[[str], None] | None = None,
+    on_run: Callable[[Run], None] | None = None,
+) -> Report:
+    """Run the report's strategies and the torch baselines; return the report with runs.
+
+    Args:
+        report: From :func:`analyze`, with strategies.
+        devices: ``["cpu"]``, ``["cuda:0"]``, ``["auto"]``, ...; None: auto, CUDA where
+            it is available, else cpu.
+        backend: A registered backend (:func:`einsum_analyze.backends.backend_names`):
+            ``"torch"``, or ``"numpy"`` (cpu only; the torch baselines run beside ``torch``
+            only, and the report's warnings say so).
+        repeats: Timed blocks per phase.
+        warmup: Untimed calls first.
+        seed: Seed of the random operands.
+        max_memory: Skip runs whose predicted peak exceeds this (bytes, or ``"8GiB"``).
+        force: Run on cpu even when the predicted time is far beyond reason.
+        on_progress: Called as each run starts with a label that counts the runs,
+            ``"3/8 reverse on cuda:0 (torch)"`` (refused runs count, unannounced).
+        on_run: Called with each run as it finishes (the CLI streams them).
+
+    Returns:
+        A copy of ``report`` with ``runs`` and any new warnings.
+
+    Raises:
+        BackendUnavailableError: An unknown or absent device, backend or dtype.
+    """
+    executor = get_backend(backend)
+    if repeats < 1 or warmup < 0:
+        raise PlanningError("--repeats must be at least 1 and --warmup at least 0")
+    limit = None
+    if max_memory is not None:
+        try:
+            limit = max_memory if isinstance(max_memory, int) else parse_bytes(max_memory)
+        except ValueError as err:
+            raise PlanningError(f"--max-memory: {err}") from err
+    chosen = resolve_devices(devices)
+    for device in chosen:
+        reason = executor.unavailable(device, report.dtype)
+        if reason is not None:
+            raise BackendUnavailableError(reason)
+    start = time.perf_counter()
+    runnable, label = _with_recommended(report)
+    runs, notes = execute_report(
+        runnable,
+        devices=chosen,
+        backend=backend,
+        repeats=repeats,
+        warmup=warmup,
+        seed=seed,
+        max_memory_bytes=limit,
+        force=force,
+        on_progress=on_progress,
+        on_run=on_run,
     )
-    return rounded.peak_bytes
+    environment = dict(report.environment)
+    environment.update(torch_environment(chosen))
+    environment["execution_s"] = time.perf_counter() - start
+    scales = operand_scales(report)
+    if scales:
+        environment["operand_scales"] = list(scales)
+    recommended = report.recommended
+    if recommended is not None and label is not None:
+        recommended = replace(recommended, label=label, measured=_measured(runs, label))
+    return replace(report, runs=runs, warnings=report.warnings + notes, environment=environment,
+                   recommended=recommended)
+
+
+def _with_recommended(report: Report) -> tuple[Report, str | None]:
+    """The report to run, so that the recommended plan is among the runs, and its label.
+
+    The recommended plan is the run of the report's own strategy when it is that
+    strategy on the report's path with the same schedule; otherwise its result (events
+    for its own path) is run beside the others under :data:`RECOMMENDED_LABEL`.
+    """
+    rec = report.recommended
+    if rec is None:
+        return report, None
+    for strategy in report.strategies:
+        if strategy.name == rec.plan.strategy and strategy.events == rec.plan.result.events:
+            return report, strategy.name
+    extra = replace(rec.plan.result, name=RECOMMENDED_LABEL)
+    return replace(report, strategies=(*report.strategies, extra)), RECOMMENDED_LABEL
+
+
+def _measured(runs: Sequence[Run], label: str) -> tuple[dict[str, Any], ...]:
+    """Per device: the recommended run's figures and its ratios to torch autograd's."""
+    found: list[dict[str, Any]] = []
+    for run in runs:
+        if run.strategy != label or run.is_baseline:
+            continue
+        entry: dict[str, Any] = {"device": run.device, "backend": run.backend,
+                                 "skipped": run.skipped}
+        torch_run = next((r for r in runs if r.strategy == "torch-autograd"
+                          and r.device == run.device and r.skipped is None), None)
+        total = _seconds(run)
+        entry.update({
+            "forward_backward_s": total,
+            "peak_bytes_measured": run.peak_bytes_measured,
+            "peak_bytes_predicted": run.peak_bytes_predicted,
+            "max_grad_error": run.max_grad_error,
+        })
+        if torch_run is not None:
+            reference = _seconds(torch_run)
+            if total is not None and reference:
+                entry["time_vs_torch"] = total / reference
+            if run.peak_bytes_measured is not None and torch_run.peak_bytes_measured:
+                entry["peak_vs_torch"] = run.peak_bytes_measured / torch_run.peak_bytes_measured
+        found.append(entry)
+    return tuple(found)
+
+
+def _seconds(run: Run) -> float | None:
+    if run.forward is None:
+        return None
+    return run.forward.median_s + (run.backward.median_s if run.backward else 0.0)
+
+
+def torch_environment(devices: Sequence[str]) -> dict[str, Any]:
+    """Versions, threads and GPUs of the torch that ran the strategies."""
+    import numpy
+    import torch
+
+    info: dict[str, Any] = {
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "torch_threads": torch.get_num_threads(),
+        "grad_mode": "no_grad for the executor; enable_grad for baselines",
+    }
+    names = [torch.cuda.get_device_name(torch.device(d)) for d in devices if d.startswith("cuda")]
+    if names:
+        info["cuda_devices"] = names
+        info["cuda_version"] = torch.version.cuda
+    return info

@@ -209,7 +209,11 @@ def lower_contraction(
 
 
 def lower_events(
-    events: Sequence[Event], operand_terms: Sequence[str], sizes: Mapping[str, int]
+    events: Sequence[Event],
+    operand_terms: Sequence[str],
+    sizes: Mapping[str, int],
+    *,
+    cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None = None,
 ) -> tuple[Event, ...]:
     """Attach a :class:`Kernel` and its workspace to every contraction of a schedule.
 
@@ -217,6 +221,8 @@ def lower_events(
         events: A schedule (see :mod:`einsum_analyze.schedule`).
         operand_terms: The caller's operands' terms (stored contiguously).
         sizes: Size of every label.
+        cache: Kernels already chosen, by input layouts and output term, for lowering
+            many schedules over the same ``sizes`` (a search does); filled as it goes.
 
     Returns:
         The same events, contractions carrying ``kernel`` and ``workspace``.
@@ -241,9 +247,10 @@ def lower_events(
             key = (id(event), *map(id, given))
             hit = done.get(key)
             if hit is None:
-                kernel = lower_contraction(given, event.equation.partition("->")[2], sizes)
-                out = Layout.packed(event.equation.partition("->")[2], kernel.out_order)
-                hit = (event._replace(kernel=kernel, workspace=kernel.workspace), out, event,
+                out_term = event.equation.partition("->")[2]
+                chosen = _lowered(tuple(given), out_term, sizes, cache)
+                out = Layout.packed(out_term, chosen.out_order)
+                hit = (event._replace(kernel=chosen, workspace=chosen.workspace), out, event,
                        given)
                 done[key] = hit
             layouts[event.tensor] = hit[1]
@@ -253,8 +260,8 @@ def lower_events(
         match event.op:
             case "contract":
                 terms = lhs.split(",") if event.inputs else []
-                kernel = lower_contraction([layouts[name] for name in event.inputs], out_term,
-                                           sizes)
+                kernel = _lowered(tuple(layouts[name] for name in event.inputs), out_term,
+                                  sizes, cache)
                 if event.phase == "forward" and kernel.kind == "bmm":
                     promote = tuple(
                         position
@@ -279,3 +286,18 @@ def lower_events(
                 layouts[event.tensor] = Layout.contiguous(out_term, sizes)
                 lowered.append(event)
     return tuple(lowered)
+
+
+def _lowered(
+    inputs: tuple[Layout, ...],
+    out_term: str,
+    sizes: Mapping[str, int],
+    cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
+) -> Kernel:
+    """:func:`lower_contraction`, through ``cache`` when one is given."""
+    found = cache.get((inputs, out_term)) if cache is not None else None
+    if found is None:
+        found = lower_contraction(inputs, out_term, sizes)
+        if cache is not None:
+            cache[(inputs, out_term)] = found
+    return found

@@ -53,6 +53,25 @@ _DIM = re.compile(r"^[0-9]+$")
 _NUMBER = re.compile(r"^\s*([0-9][0-9_]*\.?[0-9_]*(?:[eE][+-]?[0-9]+)?)\s*$")
 _SECONDS = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(s|ms|us|ns)?\s*$")
 _SECOND_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+MAX_DIGITS = 1000
+"""Whole numbers typed with more digits than this are refused: no einsum needs them, and
+Python refuses to convert more than 4,300 digits at all."""
+
+
+def _whole(text: str, what: str, error: type[Exception] = ShapeError) -> int:
+    """A whole number typed as decimal digits; too many digits raise ``error``."""
+    digits = text.strip().replace("_", "").lstrip("0")
+    if len(digits) > MAX_DIGITS:
+        raise error(f"{what} has {len(digits):,} digits; at most {MAX_DIGITS:,} are read")
+    return int(text)
+
+
+def _load_json(text: str) -> object:
+    """``json.loads``, with nesting too deep to read raised as a ValueError."""
+    try:
+        return json.loads(text)
+    except RecursionError as err:
+        raise ValueError("JSON nested too deeply to read") from err
 
 
 def parse_bytes(text: str) -> int:
@@ -81,7 +100,7 @@ def parse_bytes(text: str) -> int:
             f"unknown unit {unit!r} in {text!r}; use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB"
         )
     if number.isdigit():
-        return int(number) * factor
+        return _whole(number, "a byte size", ValueError) * factor
     value = float(number) * factor
     if value == float("inf"):
         raise ValueError(f"{text!r} is too large a byte size")
@@ -101,11 +120,13 @@ def parse_shapes(text: str) -> tuple[Shape, ...]:
     stripped = text.strip()
     if stripped.startswith("["):
         try:
-            data = json.loads(stripped)
+            data = _load_json(stripped)
         except json.JSONDecodeError as err:
             raise ShapeError(
                 f"--shapes is not valid JSON: {err.msg} at column {err.colno}"
             ) from err
+        except ValueError as err:
+            raise ShapeError(f"--shapes is not readable JSON: {err}") from err
         if not isinstance(data, list) or not all(isinstance(s, list) for s in data):
             raise ShapeError("--shapes JSON must be a list of lists, e.g. [[512,2],[2,7],[]]")
         shapes = []
@@ -134,7 +155,7 @@ def parse_shapes(text: str) -> tuple[Shape, ...]:
             raise ShapeError(
                 f"--shapes item {number} {item!r} is not of the form AxBxC with whole numbers"
             )
-        shapes.append(tuple(int(d) for d in dims))
+        shapes.append(tuple(_whole(d, f"--shapes item {number}") for d in dims))
     return tuple(shapes)
 
 
@@ -156,7 +177,7 @@ def parse_sizes(text: str) -> dict[str, int]:
             raise ShapeError(f"--sizes item {item.strip()!r} is not of the form label=size")
         if label in sizes:
             raise ShapeError(f"--sizes gives index {label!r} twice")
-        sizes[label] = int(value)
+        sizes[label] = _whole(value, f"--sizes index {label!r}")
     return sizes
 
 
@@ -190,7 +211,8 @@ def parse_operand_list(text: str, num_operands: int) -> tuple[int, ...]:
             raise PlanningError(
                 f"operand list item {item.strip()!r} is not a position or a range like 9-17"
             )
-        low, high = int(first), int(last) if sep else int(first)
+        low = _whole(first, "operand position", PlanningError)
+        high = _whole(last, "operand position", PlanningError) if sep else low
         if low > high:
             raise PlanningError(f"operand range {item.strip()!r} runs backwards")
         if high >= num_operands:
@@ -360,7 +382,7 @@ def parse_count(value: object, name: str = "budget") -> int:
         number = value
     elif isinstance(value, str) and _NUMBER.match(value):
         text = value.strip().replace("_", "")
-        number = int(text) if text.isdigit() else float(text)
+        number = _whole(text, name, BudgetError) if text.isdigit() else float(text)
     else:
         raise BudgetError(f"{name} is {value!r}; expected a whole number such as 1e9")
     if isinstance(number, float):

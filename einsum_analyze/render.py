@@ -9,7 +9,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .execution import Run
+from .backends.base import Run
+from .formatting import format_bytes, format_count, format_seconds
 from .planning import Step
 from .report import BudgetCheck, Report
 
@@ -19,6 +20,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "answer_line",
+    "fit",
+    "plural",
+    "render_analysis",
+    "render_runs",
+    "skip_lines",
+    "stacked",
+    "wrap_equation",
     "budget_failure_lines",
     "format_bytes",
     "format_count",
@@ -26,42 +34,13 @@ __all__ = [
     "regression_lines",
     "render_batch",
     "render_comparison",
+    "recommended_line",
     "render_report",
 ]
 
 MAX_STEP_ROWS = 40
 
 T = TypeVar("T")
-
-
-def format_bytes(value: float) -> str:
-    """Bytes in IEC units for display: ``1536 -> '1.50 KiB'``."""
-    amount = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(amount) < 1024 or unit == "PiB":
-            return f"{int(amount)} B" if unit == "B" else f"{amount:.2f} {unit}"
-        amount /= 1024
-    raise AssertionError("unreachable")
-
-
-def format_count(value: int) -> str:
-    """Counts exact below a million, else in scientific notation: ``10616832 -> '1.06e7'``."""
-    if abs(value) < 1_000_000:
-        return f"{value:,}"
-    if abs(value) < 10**300:
-        mantissa, exponent = f"{value:.2e}".split("e")
-        return f"{mantissa}e{int(exponent)}"
-    digits = str(abs(value))  # beyond a float's range: read the digits
-    sign = "-" if value < 0 else ""
-    return f"{sign}{digits[0]}.{digits[1:3]}e{len(digits) - 1}"
-
-
-def format_seconds(value: float) -> str:
-    """Seconds in the unit that suits them: ``0.0123 -> '12.3 ms'``."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
 
 
 def _costliest(
@@ -73,11 +52,84 @@ def _costliest(
     return sorted(sorted(items, key=cost, reverse=True)[:MAX_STEP_ROWS], key=order)
 
 
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 step``, ``3 steps``: a count with its noun in the right number."""
+    return f"{count:,} {word if count == 1 else (many or word + 's')}"
+
+
+def wrap_equation(text: str, width: int) -> str:
+    r"""An equation broken into lines of at most ``width`` after its commas.
+
+    A line never breaks inside a term, nor before the ``->`` and the output, which stay
+    with the last input term: ``'abc,cd,de->ae'`` at width 8 reads ``'abc,cd,\nde->ae'``.
+    """
+    if len(text) <= width:
+        return text
+    inputs, arrow, output = text.partition("->")
+    pieces = [term + "," for term in inputs.split(",")]
+    pieces[-1] = pieces[-1][:-1] + arrow + output
+    lines: list[str] = []
+    line = ""
+    for piece in pieces:
+        if line and len(line) + len(piece) > width:
+            lines.append(line)
+            line = ""
+        line += piece
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def stacked(table: Table, width: int | None = None) -> Table:
+    """The same table as one block per row: ``header  value`` lines, a gap between rows.
+
+    Any table with a header can be shown this way; its title and caption are kept.
+    ``width``: the table's width (the console's), so the title and caption use it.
+    """
+    out = Table(title=table.title, caption=table.caption, show_header=False,
+                box=box.SIMPLE, padding=(0, 1, 0, 0), show_edge=False, width=width)
+    out.add_column("figure", style="bold", no_wrap=True)
+    out.add_column("value", overflow="fold", ratio=1)
+    columns = [(" ".join(str(column.header).split()), list(column.cells))
+               for column in table.columns]
+    rows = max((len(cells) for _, cells in columns), default=0)
+    for number in range(rows):
+        for header, cells in columns:
+            value = cells[number] if number < len(cells) else ""
+            if value == "" or value is None:
+                continue
+            out.add_row(header or "-", value)
+        if number < rows - 1:
+            out.add_section()
+    return out
+
+
+def fit(table: Table, console: Console) -> Table:
+    """``table``, or its :func:`stacked` form when its rows do not fit this console.
+
+    Rows that do not fit would be squeezed, their cells cut to ``2.…``; a block per
+    row reads at any width. Key-value tables (no header) are kept: they wrap.
+    """
+    from rich.measure import Measurement
+
+    width = console.width
+    if not table.show_header:
+        return table
+    needed = Measurement.get(console, console.options.update(width=10_000), table)
+    if needed.maximum > width:
+        return stacked(table, width)
+    return table
+
+
+def _print(console: Console, table: Table | None) -> None:
+    if table is not None:
+        console.print(fit(table, console))
+
+
 def _steps_table(report: Report) -> Table:
     plan = report.plan
     steps: Sequence[Step] = plan.steps
     shown = _costliest(steps, cost=lambda s: s.flops, order=lambda s: s.index)
-    table = Table(title=f"Forward path ({plan.optimizer}): {len(steps)} steps")
+    table = Table(title=f"Forward path ({plan.optimizer}): {plural(len(steps), 'step')}")
     table.add_column("#", justify="right")
     table.add_column("step")
     table.add_column("operands", justify="right")
@@ -88,7 +140,7 @@ def _steps_table(report: Report) -> Table:
     for step in shown:
         table.add_row(
             str(step.index),
-            step.equation,
+            wrap_equation(step.equation, 40),
             ",".join(str(p) for p in step.operands),
             step.removed or "-",
             format_count(step.flops),
@@ -107,8 +159,13 @@ def _summary_table(report: Report) -> Table:
     mem = report.forward_memory
     table = Table(title="Forward summary", show_header=False)
     table.add_column("figure")
-    table.add_column("value", justify="right")
-    table.add_row("equation", report.equation.explicit)
+    table.add_column("value", justify="right", overflow="fold")
+    typed = " ".join(report.equation.text.split())
+    if typed != report.equation.explicit:
+        table.add_row("equation as typed", wrap_equation(typed, 36))
+        table.add_row("normalised", wrap_equation(report.equation.explicit, 36))
+    else:
+        table.add_row("equation", wrap_equation(report.equation.explicit, 36))
     table.add_row("dtype", report.dtype)
     table.add_row("FLOPs", format_count(plan.flops))
     table.add_row("naive FLOPs (one einsum)", format_count(plan.naive_flops))
@@ -117,6 +174,9 @@ def _summary_table(report: Report) -> Table:
         "speedup over naive",
         f"{speedup:.3g}x" if speedup is not None else f"1e{plan.log10_speedup:.0f}x",
     )
+    if speedup is not None and speedup < 1:
+        table.add_row("", "below 1x: opt_einsum counts a repeated index (a diagonal) or "
+                      "a sum as a full contraction in the path, not in the one einsum")
     table.add_row(
         "largest intermediate",
         f"{format_count(plan.largest_intermediate_elements)} elements "
@@ -125,6 +185,9 @@ def _summary_table(report: Report) -> Table:
     table.add_row("inputs", format_bytes(mem.input_bytes))
     table.add_row("peak (incl. inputs)", format_bytes(mem.peak_bytes))
     table.add_row("peak without inputs", format_bytes(mem.peak_bytes_without_inputs))
+    if report.inference_memory is not None:
+        table.add_row("inference peak as run (incl. inputs)",
+                      format_bytes(report.inference_memory.peak_bytes))
     if report.memory_limit_elements is not None:
         limit = format_count(report.memory_limit_elements)
         table.add_row("planner memory limit", f"{limit} elements")
@@ -154,16 +217,12 @@ def _gradients_table(report: Report) -> Table | None:
         }[spec.unreduce]
         table.add_row(
             str(spec.operand),
-            _shorten(spec.core_equation, 60),
+            wrap_equation(spec.core_equation, 40),
             format_count(plan.flops),
             then,
             format_bytes(spec.elements * report.itemsize),
         )
     return table
-
-
-def _shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _strategies_table(report: Report) -> Table | None:
@@ -172,21 +231,25 @@ def _strategies_table(report: Report) -> Table | None:
         return None
     least_flops = min(r.forward_flops + r.backward_flops for r in results)
     least_peak = min(r.memory.peak_bytes for r in results)
+    inference = _inference_peak(report)
     table = Table(
         title="Backward strategies (* fewest FLOPs, + lowest training peak)",
-        caption="bwd/fwd: backward over forward FLOPs; retained: kept for backward beyond the "
-        "inputs and the output; vs inference: training peak over the inference peak, both "
-        "with the inputs",
+        caption="bwd/fwd: bwd FLOPs over the strategy's own fwd FLOPs (torch-autograd: the "
+        "path torch.einsum plans); retained: kept for backward beyond the inputs and the "
+        "output; vs inference: train peak over the inference peak as run, "
+        f"{format_bytes(inference)}, both with the inputs",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
     )
-    for header in ("strategy", "bwd FLOPs", "bwd/fwd", "retained", "train peak (incl. inputs)",
-                   "vs inference"):
+    for header in ("strategy", "fwd FLOPs", "bwd FLOPs", "bwd/fwd", "retained",
+                   "train peak (incl. inputs)", "vs inference"):
         table.add_column(header, justify="left" if header == "strategy" else "right",
                          no_wrap=True)
-    inference = _inference_peak(report)
     for r in results:
         total = r.forward_flops + r.backward_flops
         table.add_row(
             r.name,
+            format_count(r.forward_flops),
             format_count(r.backward_flops) + (" *" if total == least_flops else ""),
             f"{r.backward_flops / max(r.forward_flops, 1):.2f}x",
             format_bytes(r.memory.retained_bytes),
@@ -199,11 +262,17 @@ def _strategies_table(report: Report) -> Table | None:
 def _runs_table(report: Report) -> Table | None:
     if not report.runs:
         return None
+    bases = dict.fromkeys(part.strip() for r in report.runs if r.memory_measurement
+                          for part in r.memory_measurement.split(";"))
+    scales = report.environment.get("operand_scales")
+    scaled = (f"; {report.dtype} operands: N(0, 1) times {min(scales):.3g} to "
+              f"{max(scales):.3g} per operand, so that sums stay finite" if scales else "")
     table = Table(
         title="Runs (median per call; * fastest forward+backward, + leanest measured peak)",
-        caption="peak and retained: measured, bytes above the inputs; predicted: the model's "
-        "peak; vs torch: time, then peak, over torch-autograd's on the same device; the "
-        "JSON report has the spreads",
+        caption="peak: measured, inputs included; retained: measured, kept for backward; "
+        "predicted: the model's peak, inputs included; vs torch: time, then peak, over "
+        "torch-autograd's on the same device; the JSON report has the spreads. Memory "
+        "measured by: " + ("; ".join(bases) or "-") + scaled,
         box=box.SIMPLE_HEAD,
         padding=(0, 1, 0, 0),
     )
@@ -225,7 +294,9 @@ def _runs_table(report: Report) -> Table | None:
     for run in report.runs:
         name = run.strategy + ("" if run.backend == "torch" else f" ({run.backend})")
         if run.skipped is not None or run.forward is None:
-            table.add_row(name, run.device, f"skipped: {run.skipped}")
+            table.add_row(name, run.device, "skipped", "-", "-",
+                          format_bytes(run.peak_bytes_predicted)
+                          if run.peak_bytes_predicted is not None else "-")
             continue
         time_s = total(run)
         peak = "-"
@@ -249,7 +320,8 @@ def _runs_table(report: Report) -> Table | None:
             else "-",
             format_bytes(run.retained_bytes_measured) if run.retained_bytes_measured is not None
             else "-",
-            f"{run.max_grad_error:.1e}" if run.max_grad_error is not None else "-",
+            f"{run.max_grad_error:.1e}" if run.max_grad_error is not None
+            else "overflow" if (run.note or "").startswith("overflowed") else "-",
             versus,
         )
     return table
@@ -271,20 +343,157 @@ def answer_line(report: Report) -> str:
     return "; ".join(parts) + "."
 
 
-def render_report(report: Report, console: Console) -> None:
-    """Print the report's tables to ``console``."""
-    console.print(_steps_table(report))
-    console.print(_summary_table(report))
-    for table in (_gradients_table(report), _strategies_table(report), _runs_table(report)):
-        if table is not None:
-            console.print(table)
+def render_analysis(report: Report, console: Console) -> None:
+    """Print what the analysis found: the forward path, gradients and strategies.
+
+    This is everything that exists before a run starts, so the CLI prints it at once.
+    """
+    _print(console, _steps_table(report))
+    _print(console, _summary_table(report))
+    _print(console, _gradients_table(report))
+    _print(console, _strategies_table(report))
     if report.strategies:
         console.print(answer_line(report))
-    for warning in report.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
-    if report.budgets:
-        console.print(_budgets_table(report.budgets))
+    for table in (_limits_table(report), _budget_table(report), _search_table(report)):
+        _print(console, table)
+    line = recommended_line(report)
+    if line:
+        console.print(line, highlight=False)
 
+
+def render_runs(report: Report, console: Console, warnings: Console | None = None) -> None:
+    """Print the runs, then each warning once (to ``warnings``, e.g. stderr), then budgets."""
+    _print(console, _runs_table(report))
+    for line in skip_lines(report):
+        console.print(line, highlight=False)
+    if report.recommended is not None and report.recommended.measured:
+        console.print(recommended_line(report), highlight=False)
+    for warning in dict.fromkeys(report.warnings):
+        (warnings or console).print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    if report.budgets:
+        _print(console, _budgets_table(report.budgets))
+
+
+def render_report(report: Report, console: Console, warnings: Console | None = None) -> None:
+    """Print the report's tables to ``console``; warnings to ``warnings`` when given."""
+    render_analysis(report, console)
+    render_runs(report, console, warnings)
+
+
+def skip_lines(report: Report) -> list[str]:
+    """One line per reason runs were skipped: ``skipped reverse, independent on cpu: ...``."""
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for run in report.runs:
+        if run.skipped is not None:
+            reasons.setdefault((run.device, run.skipped), []).append(run.strategy)
+    return [f"skipped {', '.join(names)} on {device}: {reason}"
+            for (device, reason), names in reasons.items()]
+
+
+def _limits_table(report: Report) -> Table | None:
+    """One row per memory limit of a sweep."""
+    if not report.memory_limits:
+        return None
+    table = Table(
+        title="Memory limits (forward path planned under each; best plan within it)",
+        caption="per strategy: bwd FLOPs / retained / training peak (peaks include the "
+        "inputs); best: the recommended plan within the limit, training FLOPs / peak",
+        box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0),
+    )
+    names = [s.name for s in report.memory_limits[0].strategies]
+    for header in ("limit", "elements", "path by", "fwd FLOPs", "infer peak", *names, "best"):
+        table.add_column(header, justify="left" if header in ("limit", "path by") else "right",
+                         overflow="fold")
+    budget = report.budget.budget_bytes if report.budget is not None else None
+    for row in report.memory_limits:
+        cells = []
+        by_name = {s.name: s for s in row.strategies}
+        for name in names:
+            s = by_name.get(name)
+            if s is None:
+                cells.append("-")
+                continue
+            mark = "" if budget is None else (" fits" if s.memory.peak_bytes <= budget else "")
+            cells.append(f"{format_count(s.backward_flops)} / "
+                         f"{format_bytes(s.memory.retained_bytes)} / "
+                         f"{format_bytes(s.memory.peak_bytes)}{mark}")
+        best = "-"
+        if row.best is not None:
+            best = (f"{row.best.strategy}: {format_count(row.best.training_flops)} / "
+                    f"{format_bytes(row.best.peak_bytes)}"
+                    + ("" if row.fits is not False else " (over budget)"))
+        table.add_row(row.limit, "-" if row.limit_elements is None else
+                      format_count(row.limit_elements), row.optimizer,
+                      format_count(row.forward_flops), format_bytes(row.inference_peak_bytes),
+                      *cells, best)
+    return table
+
+
+def _budget_table(report: Report) -> Table | None:
+    """Each strategy's training peak against the budget."""
+    summary = report.budget
+    if summary is None:
+        return None
+    table = Table(
+        title=f"Training budget {format_bytes(summary.budget_bytes)} (floor "
+        f"{format_bytes(summary.floor_bytes)}: inputs, upstream and returned gradients)",
+        box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0),
+    )
+    for header in ("strategy", "train peak (incl. inputs)", "fits"):
+        table.add_column(header, justify="left" if header == "strategy" else "right")
+    for name, peak, fits in summary.strategies:
+        table.add_row(name, format_bytes(peak), "yes" if fits else "no")
+    if summary.smallest_peak_bytes is not None:
+        table.add_row("(search) smallest reachable", format_bytes(summary.smallest_peak_bytes),
+                      "yes" if summary.smallest_peak_bytes <= summary.budget_bytes else "no")
+    return table
+
+
+def _search_table(report: Report) -> Table | None:
+    """The forward-optimal plan and the training-optimal plan side by side."""
+    found = report.search
+    if found is None:
+        return None
+    table = Table(
+        title=f"Training-aware search ({found.candidates} paths, objective "
+        f"{found.objective}, {format_seconds(found.search_s)})",
+        caption="forward-optimal: least forward FLOPs among the candidates; "
+        "training-optimal: least objective, budget aside; peaks include the inputs",
+        box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0),
+    )
+    for header in ("", "forward-optimal", "training-optimal"):
+        table.add_column(header, justify="left" if not header else "right", overflow="fold")
+    pair = (found.forward_optimal, found.training_optimal)
+    table.add_row("path from", *(p.source for p in pair))
+    table.add_row("strategy", *(p.strategy for p in pair))
+    table.add_row("forward FLOPs", *(format_count(p.forward_flops) for p in pair))
+    table.add_row("training FLOPs", *(format_count(p.training_flops) for p in pair))
+    table.add_row("retained", *(format_bytes(p.retained_bytes) for p in pair))
+    table.add_row("training peak", *(format_bytes(p.peak_bytes) for p in pair))
+    table.add_row("Pareto front", f"{len(found.pareto)} plans", "")
+    return table
+
+
+def recommended_line(report: Report) -> str:
+    """One line: the recommended plan, its figures, and after runs its measured ratios."""
+    rec = report.recommended
+    if rec is None:
+        return ""
+    plan = rec.plan
+    within = ""
+    if rec.budget_bytes is not None:
+        within = (f" within {format_bytes(rec.budget_bytes)}" if rec.fits else
+                  f"; nothing fits {format_bytes(rec.budget_bytes)}, smallest reachable peak")
+    text = (f"Recommended ({rec.objective}{within}): {plan.strategy} on the {plan.source} "
+            f"path, training FLOPs {format_count(plan.training_flops)}, peak "
+            f"{format_bytes(plan.peak_bytes)} (run as {rec.label!r})")
+    for measured in rec.measured:
+        ratios = [f"{key.removesuffix('_vs_torch')} {value:.2f}x"
+                  for key, value in measured.items()
+                  if key.endswith("_vs_torch") and isinstance(value, float)]
+        if ratios:
+            text += f"; on {measured['device']} vs torch autograd: " + ", ".join(ratios)
+    return text
 
 def _format_figure(value: float | None, unit: str) -> str:
     """A figure in its unit for display; ``-`` when absent."""
@@ -350,14 +559,16 @@ def render_batch(batch: BatchReport, console: Console) -> None:
     """
     table = Table(title=f"Cases: {len(batch.cases)}",
                   caption="bwd FLOPs and train peak: the first modelled strategy (the "
-                  "inference peak when none); peaks include the inputs")
-    for header in ("case", "status", "FLOPs", "bwd FLOPs", "peak (incl. inputs)", "budgets"):
+                  "inference peak when none); peaks include the inputs; fwd+bwd: the "
+                  "fastest run's median forward + backward per call, with its strategy")
+    for header in ("case", "status", "FLOPs", "bwd FLOPs", "peak (incl. inputs)", "fwd+bwd",
+                   "budgets"):
         table.add_column(header, justify="left" if header in ("case", "status") else "right",
                          no_wrap=header != "case", overflow="fold")
     for outcome in batch.cases:
         report = outcome.report
         if report is None:
-            table.add_row(outcome.name, "[red]error[/red]", "-", "-", "-", "-")
+            table.add_row(outcome.name, "[red]error[/red]", "-", "-", "-", "-", "-")
             continue
         first = report.strategies[0] if report.strategies else None
         passed = sum(check.passed for check in report.budgets)
@@ -369,9 +580,22 @@ def render_batch(batch: BatchReport, console: Console) -> None:
             format_count(report.plan.flops),
             format_count(first.backward_flops) + f" ({first.name})" if first else "-",
             format_bytes(first.memory.peak_bytes if first else report.forward_memory.peak_bytes),
+            _fastest_run(report),
             f"{passed}/{len(report.budgets)} pass" if report.budgets else "-",
         )
-    console.print(table)
+    _print(console, table)
+
+
+def _fastest_run(report: Report) -> str:
+    """The fastest run's median forward + backward seconds and its strategy, or ``-``."""
+    times = [
+        (run.forward.median_s + (run.backward.median_s if run.backward else 0.0), run.strategy)
+        for run in report.runs if run.skipped is None and run.forward is not None
+    ]
+    if not times:
+        return "-"
+    seconds, name = min(times)
+    return f"{format_seconds(seconds)} ({name})"
 
 
 def _change_text(before: float | None, after: float | None) -> str:
@@ -412,7 +636,7 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
             if comparison.kind == "batch":
                 row.insert(0, change.case or "")
             table.add_row(*row)
-        console.print(table)
+        _print(console, table)
     for note in comparison.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     regressed = len(comparison.regressions)

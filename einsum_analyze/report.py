@@ -15,7 +15,8 @@ from .memory import MemoryProfile
 from .planning import Plan
 
 if TYPE_CHECKING:
-    from .execution import Run
+    from .backends.base import Run
+    from .search import BudgetSummary, LimitRow, Recommendation, SearchResult
     from .strategies import GradientPlan, StrategyResult
 
 __all__ = [
@@ -33,7 +34,9 @@ __all__ = [
 SCHEMA_VERSION = 2
 """Bumped on any change that breaks a reader of earlier reports (docs/schema.md)."""
 
-BudgetName = Literal["max-flops", "max-backward-flops", "max-peak", "max-retained", "max-time"]
+BudgetName = Literal[
+    "max-flops", "max-backward-flops", "max-peak", "max-retained", "max-time", "budget"
+]
 BudgetUnit = Literal["flops", "bytes", "s"]
 BUDGET_NAMES: tuple[BudgetName, ...] = get_args(BudgetName)
 
@@ -104,6 +107,10 @@ class Report:
         warnings: Things the user should know (approximations, fallbacks).
         environment: Versions and platform.
         budgets: The budgets checked against this report (:mod:`einsum_analyze.budgets`).
+        memory_limits: One row per memory limit of a sweep (empty for a single limit).
+        search: The training-aware search, if one ran.
+        recommended: The recommended plan, if a search ran.
+        budget: The training budget against the strategies and the search, if set.
     """
 
     equation: Equation
@@ -121,6 +128,10 @@ class Report:
     warnings: tuple[str, ...] = ()
     environment: Mapping[str, Any] = field(default_factory=dict)
     budgets: tuple[BudgetCheck, ...] = ()
+    memory_limits: tuple[LimitRow, ...] = ()
+    search: SearchResult | None = None
+    recommended: Recommendation | None = None
+    budget: BudgetSummary | None = None
 
     def __repr__(self) -> str:
         return f"Report({self.equation.explicit!r}, flops={self.plan.flops})"
@@ -188,10 +199,38 @@ class Report:
             data["gradients"] = self.gradients.to_dicts(itemsize)
         if self.strategies:
             data["strategies"] = [s.to_dict(itemsize) for s in self.strategies]
+            if self.budget is not None:
+                for entry in data["strategies"]:
+                    entry["fits_budget"] = entry["peak_bytes"] <= self.budget.budget_bytes
         if self.runs:
             data["runs"] = [run.to_dict() for run in self.runs]
         if self.budgets:
             data["budgets"] = [check.to_dict() for check in self.budgets]
+        data.update(self._training_sections())
+        return data
+
+    def _training_sections(self) -> dict[str, Any]:
+        """``memory_limits``, ``budget``, ``search``, ``pareto`` and ``recommended``."""
+        data: dict[str, Any] = {}
+        itemsize = self.itemsize
+        budget = self.budget.budget_bytes if self.budget is not None else None
+        if self.memory_limits:
+            data["memory_limits"] = [row.to_dict(itemsize, budget) for row in self.memory_limits]
+        if self.budget is not None:
+            data["budget"] = self.budget.to_dict()
+        if self.search is not None:
+            found = self.search
+            data["search"] = {
+                "objective": found.objective,
+                "candidates": found.candidates,
+                "sources": list(found.sources),
+                "search_s": found.search_s,
+                "forward_optimal": found.forward_optimal.to_dict(itemsize),
+                "training_optimal": found.training_optimal.to_dict(itemsize),
+            }
+            data["pareto"] = [plan.to_dict(itemsize) for plan in found.pareto]
+        if self.recommended is not None:
+            data["recommended"] = self.recommended.to_dict(itemsize)
         return data
 
 

@@ -21,7 +21,7 @@ class InputPrep:
     """What happens to one input before the product.
 
     Attributes:
-        reduce: Labels summed away first (private to this input, size > 1).
+        reduce: Labels summed away first (private to this input, size other than 1).
         keep: Memory order of the labels kept by the sum (when ``reduce``).
         copy: Memory order of a dense copy made before the product; empty for none.
         order: Memory order of the input as the product reads it (size-1 labels left out).
@@ -46,7 +46,7 @@ class Kernel:
         left: Labels of the first input kept in the output.
         contracted: Labels summed by the product.
         right: Labels of the second input kept in the output.
-        out_order: Memory order of the output's labels (size > 1).
+        out_order: Memory order of the output's labels (size other than 1).
         workspace: Elements of each temporary, in allocation order.
         promote: Inputs whose dense copy replaces them once the step is done, because
             they are kept for backward: one tensor is kept, not two, and the backward
@@ -80,7 +80,8 @@ class Event(NamedTuple):
 
     Attributes:
         kind: ``"alloc"`` or ``"free"``.
-        tensor: The tensor's name, unique within a schedule (e.g. ``"x20"``, ``"g3"``).
+        tensor: The tensor's name, unique among the live tensors of a schedule (e.g.
+            ``"x20"``, ``"g3"``); only a recomputed forward tensor is allocated twice.
             The caller's operands are ``"in0"``, ``"in1"``, ... and are never allocated.
         elements: Elements the event allocates or frees.
         phase: ``"forward"`` or ``"backward"``.
@@ -97,6 +98,9 @@ class Event(NamedTuple):
         kernel: How the executor runs a contraction (set by :mod:`einsum_analyze.lowering`).
         workspace: Elements of the temporaries the computation allocates and frees
             before the event ends, in allocation order.
+        recompute: A forward contraction run again during backward (checkpointing): it
+            reads forward tensors as the forward pass does (never conjugated) and
+            makes a forward tensor under its forward name, which its first copy freed.
     """
 
     kind: EventKind
@@ -111,3 +115,4 @@ class Event(NamedTuple):
     flops: int = 0
     kernel: Kernel | None = None
     workspace: tuple[int, ...] = ()
+    recompute: bool = False

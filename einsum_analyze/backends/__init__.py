@@ -1,0 +1,40 @@
+"""Executors: run a strategy's schedule on a device, by backend name.
+
+The registrations below are the built-in backends; a new backend is one module with an
+:class:`~einsum_analyze.backends.base.Executor` plus one :func:`register_backend` call
+(see docs/backends.md). A factory imports its module when a run asks for it, so that
+importing this package (the CLI does, for ``--backend``) loads no executor, torch or
+numpy.
+"""
+
+from __future__ import annotations
+
+from .base import DeviceContext, Executor, MemoryFigures, Run
+from .registry import backend_help, backend_names, get_backend, register_backend
+
+__all__ = [
+    "DeviceContext",
+    "Executor",
+    "MemoryFigures",
+    "Run",
+    "backend_help",
+    "backend_names",
+    "get_backend",
+    "register_backend",
+]
+
+
+def _torch() -> Executor:
+    from .torch_backend import TorchExecutor
+
+    return TorchExecutor()
+
+
+def _numpy() -> Executor:
+    from .numpy_backend import NumpyExecutor
+
+    return NumpyExecutor()
+
+
+register_backend("torch", _torch, "cpu and CUDA, beside the torch baselines")
+register_backend("numpy", _numpy, "cpu only, no baselines")

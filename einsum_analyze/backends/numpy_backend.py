@@ -1,25 +1,25 @@
 """The reference CPU executor in numpy: every event of a schedule, one numpy call each.
 
-Contractions run as ``numpy.einsum`` (BLAS through ``optimize=True`` for two inputs);
-numpy's temporaries inside one call are invisible to it, so its memory figure is the
-bytes it holds between events.
+Contractions run as ``numpy.einsum`` (BLAS through ``optimize=True`` for two inputs),
+whose temporaries inside one call the model does not plan; the measured figure is what
+``tracemalloc`` traces (numpy reports every buffer to it), so they show. numpy only:
+this module never imports torch (the operands arrive as cpu tensors and are viewed
+with ``.numpy()``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..memory import Event
-from ..strategies import StrategyResult
-from ..timing import measure
-from .torch_backend import ascii_equation
+from .base import DeviceContext, MemoryFigures
+from .relabel import ascii_equation
 
-if TYPE_CHECKING:
-    from ..execution import Run, _Context
-    from ..report import Report
+__all__ = ["NumpyExecutor", "run_events_numpy"]
 
-__all__ = ["run_events_numpy", "run_strategy_numpy"]
+NUMPY_BASIS = ("tracemalloc (numpy's buffers and the calls' Python objects); retained: "
+               "numpy's buffers alone")
 
 
 def _owner(array: Any) -> Any:
@@ -66,8 +66,9 @@ def _step(event: Event, live: dict[str, Any], upstream: Any, sizes: Mapping[str,
             result = upstream.copy()
         case "contract":
             arrays = [live[name] for name in event.inputs]
-            if event.phase == "backward":
-                # Complex gradients follow torch's convention: conj of forward tensors.
+            if event.phase == "backward" and not event.recompute:
+                # Complex gradients follow torch's convention: conj of forward tensors
+                # (a recomputed forward step reads them as the forward pass does).
                 arrays = [
                     np.conj(a) if name.startswith(("in", "x")) and np.iscomplexobj(a) else a
                     for name, a in zip(event.inputs, arrays, strict=True)
@@ -106,55 +107,80 @@ def run_events_numpy(
     return peak
 
 
-def run_strategy_numpy(
-    report: Report, strategy: StrategyResult, context: _Context, *, repeats: int, warmup: int
-) -> Run:
-    """Run one strategy with numpy on the CPU: check it, count its memory, time it."""
-    import numpy as np
-    import torch
+class _Program:
+    def __init__(self, events: Sequence[Event], sizes: Mapping[str, int],
+                 context: DeviceContext) -> None:
+        self.sizes = sizes
+        self.operands = {f"in{k}": t.numpy() for k, t in enumerate(context.operands)}
+        self.upstream = context.upstream.numpy()
+        self.forward = [e for e in events if e.phase == "forward"]
+        self.backward = [e for e in events if e.phase == "backward"]
+        self.grad = context.grad
 
-    from ..execution import Run, _relative_error
 
-    sizes = report.equation.size_dict
-    operands = {f"in{k}": t.numpy() for k, t in enumerate(context.operands)}
-    upstream = context.upstream.numpy()
-    forward_events = [e for e in strategy.events if e.phase == "forward"]
-    backward_events = [e for e in strategy.events if e.phase == "backward"]
-    live = dict(operands)
-    peak = run_events_numpy(strategy.events, live, upstream, sizes,
-                            exclude={id(_owner(a)) for a in operands.values()})
-    error = None
-    if context.grad:
-        error = max(
-            _relative_error(torch.from_numpy(np.array(live[f"d{k}"], copy=True)),
-                            context.oracle[k])
-            for k in context.grad
-        )
-    del live
+class NumpyExecutor:
+    """Our schedules with numpy on the cpu (registered as ``numpy``)."""
 
-    def forward(_: Any = None) -> dict[str, Any]:
-        state = dict(operands)
-        run_events_numpy(forward_events, state, upstream, sizes)
+    name = "numpy"
+
+    def unavailable(self, device: str, dtype: str) -> str | None:
+        """Numpy runs on the cpu, and has no bfloat16."""
+        if device != "cpu":
+            return f"the numpy backend runs on cpu only, not {device}"
+        if dtype == "bfloat16":
+            return "numpy has no bfloat16; use --backend torch"
+        return None
+
+    def compile(self, events: Sequence[Event], sizes: Mapping[str, int],
+                context: DeviceContext) -> _Program:
+        """Split the schedule by phase; view the operands as numpy arrays."""
+        return _Program(events, sizes, context)
+
+    def forward(self, program: _Program) -> dict[str, Any]:
+        """The forward events on the operands."""
+        state = dict(program.operands)
+        run_events_numpy(program.forward, state, program.upstream, program.sizes)
         return state
 
-    def backward(state: dict[str, Any]) -> None:
-        run_events_numpy(backward_events, state, upstream, sizes)
+    def prepare_backward(self, program: _Program, state: dict[str, Any]) -> dict[str, Any]:
+        """Nothing to add: the seed event copies the upstream gradient."""
+        return state
 
-    forward_m = measure(forward, repeats=repeats, warmup=warmup)
-    backward_m = (measure(backward, setup=forward, repeats=repeats, warmup=warmup)
-                  if backward_events else None)
-    held_peak = max(strategy.memory.live_bytes, default=0) - strategy.memory.input_bytes
-    return Run(
-        strategy=strategy.name,
-        is_baseline=False,
-        device="cpu",
-        backend="numpy",
-        forward=forward_m,
-        backward=backward_m,
-        peak_bytes_measured=int(peak),
-        peak_bytes_predicted=int(max(held_peak, 0)),
-        retained_bytes_measured=None,
-        retained_bytes_predicted=strategy.memory.retained_bytes,
-        max_grad_error=error,
-        measurement="numpy arrays held between events, above the inputs",
-    )
+    def backward(self, program: _Program, state: dict[str, Any]) -> dict[str, Any]:
+        """The backward events."""
+        run_events_numpy(program.backward, state, program.upstream, program.sizes)
+        return state
+
+    def has_backward(self, program: _Program) -> bool:
+        """Whether anything is differentiated."""
+        return bool(program.backward)
+
+    def gradients(self, program: _Program, state: dict[str, Any]) -> Mapping[int, Any]:
+        """The gradients, by operand position."""
+        return {k: state[f"d{k}"] for k in program.grad}
+
+    def measure_memory(self, program: _Program) -> MemoryFigures:
+        """The peak that tracemalloc traces (numpy reports its buffers to it)."""
+        import tracemalloc
+
+        import numpy as np
+
+        if tracemalloc.is_tracing():
+            raise RuntimeError("tracemalloc is already tracing; the numpy figure needs it")
+        tracemalloc.start()
+        try:
+            state = self.backward(program, self.forward(program))
+            _, peak = tracemalloc.get_traced_memory()
+            del state
+            state = self.forward(program)
+            # What forward leaves: numpy's buffers alone (its tracemalloc domain).
+            numpy_only = tracemalloc.DomainFilter(inclusive=True,
+                                                  domain=np.lib.tracemalloc_domain)
+            snapshot = tracemalloc.take_snapshot().filter_traces([numpy_only])
+            retained = sum(stat.size for stat in snapshot.statistics("filename"))
+            name = next((e.tensor for e in reversed(program.forward) if e.kind != "free"), "")
+            output = _owner(state[name]).nbytes if name else 0
+            del state, snapshot
+        finally:
+            tracemalloc.stop()
+        return MemoryFigures(int(peak), int(retained - output), NUMPY_BASIS)

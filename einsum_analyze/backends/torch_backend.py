@@ -1,382 +1,72 @@
-"""Run a schedule event by event with torch, holding exactly the tensors it names.
+"""The torch backend: runs a compiled schedule (:mod:`.torch_kernels`) on cpu or CUDA.
 
-Each event is compiled once into a small function over a dict of live tensors, so that
-timed runs pay no planning. Contractions run the kernels chosen by
-:mod:`einsum_analyze.lowering`: sums of private indices and layout copies into
-temporaries, then one ``bmm`` or ``mul`` written into a freshly allocated output with
-``out=``. Nothing else is allocated, so the device's allocator sees what the memory
-replay predicts.
+:func:`run_compiled` is the one function that runs a compiled schedule's events: the
+production runs (:class:`TorchExecutor`) and the exact-memory tests
+(:func:`run_schedule`) both go through it.
+
+Memory is the allocator's: on CUDA ``torch.cuda.max_memory_allocated``, on cpu the
+allocation and free events that ``torch.profiler`` records with ``profile_memory``
+(their running total and its maximum). The profiler never runs in a timed call.
 
 torch is imported inside the functions: importing this module costs nothing.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..lowering import InputPrep, Kernel
 from ..memory import Event
+from .base import DeviceContext, MemoryFigures, allocated_bytes
+from .relabel import ascii_equation
+from .torch_kernels import CompiledSchedule, Live, Op, compile_schedule
 
 __all__ = [
     "CompiledSchedule",
     "ExecutionResult",
+    "TorchExecutor",
+    "allocator_peak_cpu",
     "ascii_equation",
     "compile_schedule",
+    "run_compiled",
     "run_schedule",
-    "torch_available",
 ]
 
-_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+OnEvent = Callable[[Live, list[Any], bool], None]
+"""Called at each event's high point (its temporaries alive, ``True``) and after it."""
 
-Live = dict[str, Any]
-Op = Callable[[Live, list[Any]], dict[str, Any] | None]
-"""One event: reads and updates the live tensors, appends its temporaries to the list,
-and returns the kept copies that replace inputs (applied by the caller), if any."""
-
-
-def torch_available() -> bool:
-    """Whether torch can be imported here."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return False
-    return True
+CPU_BASIS = "cpu allocator events (torch.profiler, profile_memory)"
+CUDA_BASIS = "torch.cuda.max_memory_allocated"
 
 
-def ascii_equation(equation: str) -> str:
-    r"""Relabel an equation with ASCII letters, which torch.einsum requires.
+def run_compiled(ops: Sequence[Op], live: Live, on_event: OnEvent | None = None) -> Live:
+    """Run compiled events on the live tensors (updated in place) and return them.
 
-    Example:
-        >>> ascii_equation("\u00e0b,b->\u00e0")
-        'ab,b->a'
+    Args:
+        ops: ``CompiledSchedule.forward``, ``.backward`` or both, in order.
+        live: Tensors by name: the operands ``in0``, ``in1``, ... and, before the
+            backward events, a fresh ``upstream`` gradient that the seed takes over.
+        on_event: A hook for the exact-memory tests; None in production runs.
     """
-    mapping: dict[str, str] = {}
-    out = []
-    for char in equation:
-        if char in ",->":
-            out.append(char)
-            continue
-        if char not in mapping:
-            if len(mapping) == len(_LETTERS):
-                raise ValueError(f"{equation!r} uses more than 52 distinct labels in one step")
-            mapping[char] = _LETTERS[len(mapping)]
-        out.append(mapping[char])
-    return "".join(out)
-
-
-def _diagonal_view(tensor: Any, term: str) -> Any:
-    """A strided view with one axis per distinct label of ``term`` (a diagonal)."""
-    distinct = "".join(dict.fromkeys(term))
-    if len(distinct) == len(term):
-        return tensor
-    sizes, strides = [], []
-    for char in distinct:
-        positions = [p for p, c in enumerate(term) if c == char]
-        sizes.append(tensor.shape[positions[0]])
-        strides.append(sum(tensor.stride(p) for p in positions))
-    return tensor.as_strided(sizes, strides, tensor.storage_offset())
-
-
-def _arrange(source: Any, labels: str, target: str) -> Any:
-    """View ``source`` (distinct ``labels``) with the dims of ``target``.
-
-    The view is permuted, has a size-1 axis for each target label it lacks, and drops
-    the size-1 labels it has that the target lacks.
-    """
-    for position in reversed(range(len(labels))):
-        if labels[position] not in target:
-            source = source.squeeze(position)
-    labels = "".join(c for c in labels if c in target)
-    present = [char for char in target if char in labels]
-    source = source.permute([labels.index(char) for char in present])
-    for position, char in enumerate(target):
-        if char not in labels:
-            source = source.unsqueeze(position)
-    return source
-
-
-class _Input:
-    """Compiled preparation of one contraction input."""
-
-    def __init__(
-        self, term: str, prep: InputPrep, sizes: Mapping[str, int], conjugate: bool = False
-    ) -> None:
-        distinct = "".join(dict.fromkeys(term))
-        self.term = term
-        self.conjugate = conjugate
-        self.drop = tuple(p for p, c in enumerate(distinct) if sizes[c] == 1)
-        labels = "".join(c for c in distinct if sizes[c] != 1)
-        self.reduce_perm: tuple[int, ...] = ()
-        self.reduce_dims: tuple[int, ...] = ()
-        self.keep_shape: tuple[int, ...] = ()
-        if prep.reduce:
-            self.reduce_perm = tuple(labels.index(c) for c in prep.keep + prep.reduce)
-            self.reduce_dims = tuple(range(len(prep.keep), len(prep.keep) + len(prep.reduce)))
-            self.keep_shape = tuple(sizes[c] for c in prep.keep)
-            labels = "".join(prep.keep)
-        self.copy_perm: tuple[int, ...] = ()
-        self.copy_shape: tuple[int, ...] = ()
-        if prep.copy:
-            self.copy_perm = tuple(labels.index(c) for c in prep.copy)
-            self.copy_shape = tuple(sizes[c] for c in prep.copy)
-            labels = "".join(prep.copy)
-        self.labels = labels
-        self.memory_perm = tuple(labels.index(c) for c in prep.order)
-
-    def __call__(self, tensor: Any, workspace: list[Any]) -> Any:
-        import torch
-
-        if self.conjugate and tensor.is_complex():
-            tensor = tensor.conj()
-        view = _diagonal_view(tensor, self.term)
-        for position in reversed(self.drop):
-            view = view.squeeze(position)
-        if self.reduce_perm:
-            buffer = torch.empty(self.keep_shape, dtype=view.dtype, device=view.device)
-            workspace.append(buffer)
-            torch.sum(view.permute(self.reduce_perm), dim=self.reduce_dims, out=buffer)
-            view = buffer
-        if self.copy_perm:
-            buffer = torch.empty(self.copy_shape, dtype=view.dtype, device=view.device)
-            workspace.append(buffer)
-            buffer.copy_(view.permute(self.copy_perm))
-            view = buffer
-        return view
-
-
-def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
     import torch
 
-    lhs, _, out_term = event.equation.partition("->")
-    terms = lhs.split(",")
-    kernel = event.kernel
-    names = event.inputs
-    target = event.tensor
-    view_term = event.view
-    # Complex gradients follow torch's convention: the forward tensors a backward
-    # contraction reads enter conjugated (grad_a = grad_y * conj(b)).
-    conjugated = tuple(
-        event.phase == "backward" and name.startswith(("in", "x")) for name in names
-    )
-
-    if kernel is None or kernel.kind == "einsum":
-        equation = ascii_equation(event.equation)
-
-        def run_einsum(live: Live, workspace: list[Any]) -> None:
-            inputs = [
-                live[name].conj() if flag and live[name].is_complex() else live[name]
-                for name, flag in zip(names, conjugated, strict=True)
-            ]
-            result = torch.einsum(equation, *inputs).clone(memory_format=torch.contiguous_format)
-            live[target] = _finish(result, out_term, view_term, sizes)
-
-        return run_einsum
-
-    preps = [
-        _Input(term, prep, sizes, flag)
-        for term, prep, flag in zip(terms, kernel.inputs, conjugated, strict=True)
-    ]
-    out_labels = "".join(kernel.out_order)
-    out_shape = tuple(sizes[c] for c in kernel.out_order)
-
-    def present(buffer: Any) -> Any:
-        return _finish(_arrange(buffer, out_labels, out_term), out_term, view_term, sizes)
-
-    match kernel.kind:
-        case "reduce":
-            (prep,) = preps
-            perm, dims = prep.reduce_perm, prep.reduce_dims
-            (name,) = names
-
-            def run_reduce(live: Live, workspace: list[Any]) -> None:
-                source = live[name]
-                if prep.conjugate and source.is_complex():
-                    source = source.conj()
-                view = _diagonal_view(source, prep.term)
-                for position in reversed(prep.drop):
-                    view = view.squeeze(position)
-                out = torch.empty(out_shape, dtype=view.dtype, device=view.device)
-                torch.sum(view.permute(perm), dim=dims, out=out)
-                live[target] = present(out)
-
-            return run_reduce
-        case "copy":
-            (prep,) = preps
-            (name,) = names
-            perm = prep.memory_perm
-
-            def run_copy(live: Live, workspace: list[Any]) -> None:
-                view = prep(live[name], workspace)
-                out = torch.empty(out_shape, dtype=view.dtype, device=view.device)
-                out.copy_(view.permute(perm))
-                live[target] = present(out)
-
-            return run_copy
-        case "mul":
-            a_prep, b_prep = preps
-            a_name, b_name = names
-
-            def run_mul(live: Live, workspace: list[Any]) -> None:
-                a = a_prep(live[a_name], workspace)
-                b = b_prep(live[b_name], workspace)
-                out = torch.empty(out_shape, dtype=a.dtype, device=a.device)
-                torch.mul(_arrange(a, a_prep.labels, out_labels),
-                          _arrange(b, b_prep.labels, out_labels), out=out)
-                live[target] = present(out)
-
-            return run_mul
-        case "bmm":
-            return _compile_bmm(kernel, preps, names, target, present, sizes)
-        case _:
-            raise AssertionError(f"unknown kernel {kernel.kind!r}")
-
-
-def _compile_bmm(
-    kernel: Kernel, preps: Sequence[_Input], names: Sequence[str], target: str,
-    present: Callable[[Any], Any], sizes: Mapping[str, int],
-) -> Op:
-    import torch
-
-    a_prep, b_prep = preps
-    a_name, b_name = names
-    nb = math.prod(sizes[c] for c in kernel.batch)
-    nl = math.prod(sizes[c] for c in kernel.left)
-    nk = math.prod(sizes[c] for c in kernel.contracted)
-    nr = math.prod(sizes[c] for c in kernel.right)
-    a_order = kernel.inputs[0].order
-    b_order = kernel.inputs[1].order
-    nbatch = len(kernel.batch)
-    # A is (batch, left, contracted) or (batch, contracted, left) in memory.
-    a_left_first = tuple(a_order[nbatch:nbatch + len(kernel.left)]) == kernel.left
-    b_contracted_first = tuple(b_order[nbatch:nbatch + len(kernel.contracted)]) == kernel.contracted
-    a_shape = (nb, nl, nk) if a_left_first else (nb, nk, nl)
-    b_shape = (nb, nk, nr) if b_contracted_first else (nb, nr, nk)
-
-    promoted = [(position, names[position], preps[position]) for position in kernel.promote]
-
-    def run_bmm(live: Live, workspace: list[Any]) -> dict[str, Any] | None:
-        a_ready = a_prep(live[a_name], workspace)
-        b_ready = b_prep(live[b_name], workspace)
-        a = a_ready.permute(a_prep.memory_perm).view(a_shape)
-        b = b_ready.permute(b_prep.memory_perm).view(b_shape)
-        if not a_left_first:
-            a = a.transpose(1, 2)
-        if not b_contracted_first:
-            b = b.transpose(1, 2)
-        out = torch.empty((nb, nl, nr), dtype=a.dtype, device=a.device)
-        torch.bmm(a, b, out=out)
-        live[target] = present(out.view([sizes[c] for c in kernel.out_order]))
-        if not promoted:
-            return None
-        ready = (a_ready, b_ready)
-        return {
-            name: _arrange(ready[position], prep.labels, prep.term)
-            for position, name, prep in promoted
-        }
-
-    return run_bmm
-
-
-def _finish(result: Any, term: str, view_term: str, sizes: Mapping[str, int]) -> Any:
-    if not view_term:
-        return result
-    return _arrange(result, term, view_term).expand([sizes[c] for c in view_term])
-
-
-def _compile_unreduce(event: Event, sizes: Mapping[str, int]) -> Op:
-    import torch
-
-    lhs, _, target_term = event.equation.partition("->")
-    (name,) = event.inputs
-    target = event.tensor
-    shape = [sizes[c] for c in target_term]
-    distinct = "".join(dict.fromkeys(target_term))
-    maker = torch.zeros if len(distinct) < len(target_term) else torch.empty
-    expanded = [sizes[c] for c in distinct]
-
-    def run_unreduce(live: Live, workspace: list[Any]) -> None:
-        source = live[name]
-        out = maker(shape, dtype=source.dtype, device=source.device)
-        _diagonal_view(out, target_term).copy_(_arrange(source, lhs, distinct).expand(expanded))
-        live[target] = out
-
-    return run_unreduce
-
-
-def _compile_view(event: Event, sizes: Mapping[str, int]) -> Op:
-    lhs, _, target_term = event.equation.partition("->")
-    (name,) = event.inputs
-    target = event.tensor
-    shape = [sizes[c] for c in target_term]
-
-    def run_view(live: Live, workspace: list[Any]) -> None:
-        live[target] = _arrange(live.pop(name), lhs, target_term).expand(shape)
-
-    return run_view
-
-
-def _compile_free(event: Event) -> Op:
-    name = event.tensor
-
-    def run_free(live: Live, workspace: list[Any]) -> None:
-        del live[name]
-
-    return run_free
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledSchedule:
-    """A schedule as two lists of functions over the live tensors.
-
-    Attributes:
-        forward: The forward events' functions.
-        backward: The backward events' functions (the first takes the upstream gradient).
-        output: Name of the forward result.
-        seed: Name the upstream gradient takes ("" when nothing is differentiated).
-    """
-
-    forward: tuple[Op, ...]
-    backward: tuple[Op, ...]
-    output: str
-    seed: str
-
-
-def compile_schedule(events: Sequence[Event], sizes: Mapping[str, int]) -> CompiledSchedule:
-    """Compile every event once; see :func:`run_schedule` for running them."""
-    forward: list[Op] = []
-    backward: list[Op] = []
-    output = ""
-    seed = ""
-    for event in events:
-        phase = forward if event.phase == "forward" else backward
-        if event.kind == "free":
-            phase.append(_compile_free(event))
-            continue
-        match event.op:
-            case "contract":
-                phase.append(_compile_contract(event, sizes))
-            case "unreduce":
-                phase.append(_compile_unreduce(event, sizes))
-            case "view":
-                phase.append(_compile_view(event, sizes))
-            case "seed":
-                seed = event.tensor
-                phase.append(_seed_op(event.tensor))
-            case _:
-                raise AssertionError(f"event {event.tensor} has no computation ({event.op!r})")
-        if event.phase == "forward":
-            output = event.tensor
-    return CompiledSchedule(tuple(forward), tuple(backward), output, seed)
-
-
-def _seed_op(name: str) -> Op:
-    def run_seed(live: Live, workspace: list[Any]) -> None:
-        live[name] = live.pop("upstream")
-
-    return run_seed
+    with torch.no_grad():
+        if on_event is None:
+            for op in ops:
+                kept = op(live, [])
+                if kept:
+                    live.update(kept)
+            return live
+        for op in ops:
+            workspace: list[Any] = []
+            kept = op(live, workspace)
+            on_event(live, workspace, True)
+            if kept:
+                live.update(kept)
+            del workspace
+            on_event(live, [], False)
+    return live
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -387,7 +77,7 @@ class ExecutionResult:
         output: The forward result.
         gradients: Gradient of each differentiated operand, by position.
         live_bytes: Bytes held after every event (operands included), counted over
-            distinct storages: the executor's own accounting.
+            distinct storages.
         high_bytes: Bytes held at the high point of every event (its output and its
             temporaries allocated).
     """
@@ -414,38 +104,147 @@ def run_schedule(
     *,
     track_memory: bool = True,
 ) -> ExecutionResult:
-    """Run ``events`` with torch on the given operands, counting held bytes.
+    """Run ``events`` with torch through :func:`run_compiled`, counting the tensors held.
+
+    For tests: the count over distinct storages, after and during every event, checks
+    the schedule's replay event by event (the allocator's figure is checked by
+    :func:`allocator_peak_cpu`).
 
     Args:
         events: A strategy's schedule (lowered, or not: unlowered contractions run as
             torch.einsum).
         operands: The caller's tensors, in operand order, contiguous.
-        upstream: The upstream gradient, contiguous in the output's labels.
+        upstream: The upstream gradient, contiguous in the output's labels (a complex
+            one is copied: the seed conjugates it in place).
         size_dict: Size of every label.
         track_memory: Count the bytes held after and during every event.
 
     Returns:
         The :class:`ExecutionResult`.
     """
-    import torch
-
     compiled = compile_schedule(events, size_dict)
     live: Live = {f"in{k}": t for k, t in enumerate(operands)}
-    live["upstream"] = upstream
+    live["upstream"] = upstream.clone() if upstream.is_complex() else upstream
     after: list[int] = []
     high: list[int] = []
-    with torch.no_grad():
-        for op in compiled.forward + compiled.backward:
-            workspace: list[Any] = []
-            kept = op(live, workspace)
-            if track_memory:
-                held = [t for name, t in live.items() if name != "upstream"]
-                high.append(_held_bytes(held + workspace))
-            if kept:
-                live.update(kept)
-            del workspace
-            if track_memory:
-                after.append(_held_bytes([t for n, t in live.items() if n != "upstream"]))
+
+    def count(state: Live, workspace: list[Any], at_high: bool) -> None:
+        held = _held_bytes([t for n, t in state.items() if n != "upstream"] + workspace)
+        (high if at_high else after).append(held)
+
+    run_compiled(compiled.forward + compiled.backward, live, count if track_memory else None)
     gradients = {int(name[1:]): t for name, t in live.items() if name.startswith("d")}
     return ExecutionResult(output=live[compiled.output], gradients=gradients,
                            live_bytes=tuple(after), high_bytes=tuple(high))
+
+
+def allocator_peak_cpu(call: Callable[[], Any]) -> tuple[int, int]:
+    """Run ``call`` under ``torch.profiler`` and read the cpu allocator's events.
+
+    Returns:
+        The largest running total of the bytes allocated minus freed during the call,
+        and the total at its end (what the call's result still holds).
+    """
+    import os
+
+    from torch.profiler import ProfilerActivity, profile
+
+    # Kineto prints two lines to stderr per profile at its default level; 6 silences it.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        kept = call()
+    del kept
+    changes = sorted(
+        (event.start_ns(), position, event.nbytes())
+        for position, event in enumerate(prof.profiler.kineto_results.events())
+        if event.name() == "[memory]" and str(event.device_type()) == "DeviceType.CPU"
+    )
+    total = peak = 0
+    for _, _, nbytes in changes:
+        total += nbytes
+        peak = max(peak, total)
+    return peak, total
+
+
+@dataclass(frozen=True, slots=True)
+class _Program:
+    compiled: CompiledSchedule
+    context: DeviceContext
+
+
+class TorchExecutor:
+    """Our schedules with torch on cpu and CUDA (registered as ``torch``)."""
+
+    name = "torch"
+
+    def unavailable(self, device: str, dtype: str) -> str | None:
+        """Torch runs every dtype on cpu and CUDA."""
+        return None
+
+    def compile(self, events: Sequence[Event], sizes: Mapping[str, int],
+                context: DeviceContext) -> _Program:
+        """Compile the schedule once."""
+        return _Program(compile_schedule(events, sizes), context)
+
+    def forward(self, program: _Program) -> Live:
+        """The forward events on the operands."""
+        live = {f"in{k}": t for k, t in enumerate(program.context.operands)}
+        return run_compiled(program.compiled.forward, live)
+
+    def prepare_backward(self, program: _Program, state: Live) -> Live:
+        """A fresh copy of the upstream gradient for the seed."""
+        state["upstream"] = program.context.upstream.clone()
+        return state
+
+    def backward(self, program: _Program, state: Live) -> Live:
+        """The backward events."""
+        return run_compiled(program.compiled.backward, state)
+
+    def has_backward(self, program: _Program) -> bool:
+        """Whether anything is differentiated."""
+        return bool(program.compiled.backward)
+
+    def gradients(self, program: _Program, state: Live) -> Mapping[int, Any]:
+        """The gradients, by operand position."""
+        return {k: state[f"d{k}"] for k in program.context.grad}
+
+    def _both(self, program: _Program) -> Live:
+        return self.backward(program, self.prepare_backward(program, self.forward(program)))
+
+    def measure_memory(self, program: _Program) -> MemoryFigures:
+        """The allocator's peak above the inputs, and what forward leaves for backward."""
+        context = program.context
+        if not context.is_cuda:
+            # The upstream copy is made inside the measured call: the seed takes it over.
+            peak, _ = allocator_peak_cpu(lambda: self._both(program))
+            output: list[int] = []
+
+            def forward() -> Live:
+                live = self.forward(program)
+                output.append(live[program.compiled.output].untyped_storage().nbytes())
+                return live
+
+            _, end = allocator_peak_cpu(forward)
+            return MemoryFigures(peak, end - output[0], CPU_BASIS)
+        import torch
+
+        index = torch.device(context.device).index or 0
+        # One untimed, unmeasured run first: library handles and their workspaces are
+        # created lazily and stay; they belong to the baseline, not to the strategy.
+        del_me = self._both(program)
+        del del_me
+        context.fence()
+        torch.cuda.reset_peak_memory_stats(index)
+        base = torch.cuda.memory_allocated(index)
+        live = self._both(program)
+        context.fence()
+        peak = torch.cuda.max_memory_allocated(index) - base
+        del live
+        probe = self.forward(program)
+        context.fence()
+        output_bytes = probe[program.compiled.output].untyped_storage().nbytes()
+        retained = (torch.cuda.memory_allocated(index) - base
+                    - allocated_bytes(output_bytes, True))
+        del probe
+        return MemoryFigures(int(peak), int(retained), CUDA_BASIS)

@@ -8,6 +8,8 @@ Strategies are registered by name (:mod:`.registry`); each lives in a module of 
 - ``independent`` (:mod:`.independent`): each operand's gradient as its own planned
   einsum (:mod:`.gradient_plans`); nothing is retained.
 - ``torch-autograd`` (:mod:`.torch_model`): a model of torch autograd on the same path.
+- ``checkpoint`` (:mod:`.checkpoint`): reverse mode keeping a chosen set of
+  intermediates and recomputing the others during backward (not modelled by default).
 
 Operands that need no gradient cost nothing: their gradients are never computed and
 nothing is retained on their account. docs/strategies.md shows how to add a strategy:
@@ -16,6 +18,7 @@ one module plus one registration.
 
 from __future__ import annotations
 
+from .checkpoint import SPEC as _CHECKPOINT
 from .common import GradientPlan, ScheduleBuilder, StrategyInput, StrategyResult
 from .gradient_plans import LARGE_NETWORK, SEARCH_LIMIT, SEARCHING_OPTIMIZERS, plan_gradients
 from .independent import SPEC as _INDEPENDENT
@@ -54,7 +57,7 @@ __all__ = [
 
 # The built-in strategies, in the order reports list them. A new strategy is one module
 # plus one line here.
-for _spec in (_REVERSE, _INDEPENDENT, _TORCH_MODEL):
+for _spec in (_REVERSE, _INDEPENDENT, _TORCH_MODEL, _CHECKPOINT):
     register_strategy(_spec)
 
 STRATEGIES: tuple[str, ...] = default_strategy_names()

@@ -91,6 +91,9 @@ class StrategyResult:
         optimizer: Optimizer of any contraction the strategy plans itself.
         warnings: What the user should know about this strategy's figures; ``analyze``
             adds them to the report's warnings.
+        details: Sections of the strategy's own, by JSON key, added to its JSON entry
+            as they are (plain JSON values; e.g. ``checkpoint``: what the checkpoint
+            strategy keeps and recomputes).
     """
 
     name: str
@@ -103,6 +106,7 @@ class StrategyResult:
     planning_s: float
     optimizer: str
     warnings: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (
@@ -113,7 +117,7 @@ class StrategyResult:
     def to_dict(self, itemsize: int) -> dict[str, Any]:
         """One entry of the ``strategies`` section of the JSON report."""
         mem = self.memory
-        return {
+        data: dict[str, Any] = {
             "name": self.name,
             "forward_flops": self.forward_flops,
             "backward_flops": self.backward_flops,
@@ -131,6 +135,10 @@ class StrategyResult:
                 for k, flops in sorted(self.operand_flops.items())
             ],
         }
+        for key, value in self.details.items():
+            assert key not in data, f"strategy detail {key!r} would replace a figure"
+            data[key] = value
+        return data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,10 +152,12 @@ class StrategyInput:
             registration says it needs them.
         options: The strategy's options: its registered defaults, updated with the
             caller's values.
+        itemsize: Bytes per element (for options in bytes, such as a budget).
     """
 
     plan: Plan
     grad: frozenset[int]
+    itemsize: int
     gradients: GradientPlan | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -163,6 +173,9 @@ class ScheduleBuilder:
         optimizer: Optimizer of the contractions the strategy planned itself; None: the
             forward plan's.
         warnings: What the user should know about the strategy's figures.
+        details: The strategy's own sections for :attr:`StrategyResult.details`.
+        output_elements: Elements of the forward output's own storage; None: the forward
+            plan's output (0 where the executor returns a view of an operand).
     """
 
     def __init__(self, size_dict: Mapping[str, int]) -> None:
@@ -172,6 +185,8 @@ class ScheduleBuilder:
         self.shared_flops = 0
         self.optimizer: str | None = None
         self.warnings: list[str] = []
+        self.details: dict[str, Any] = {}
+        self.output_elements: int | None = None
 
     def alloc(self, tensor: str, term: Term, **fields: Any) -> None:
         """Allocate a backward tensor with labels ``term``."""

@@ -189,6 +189,7 @@ def build_strategy(
             grad=wanted,
             gradients=gradients if spec.needs_gradient_plans else None,
             options=chosen,
+            itemsize=itemsize,
         )
     )
     equation = plan.equation
@@ -198,7 +199,8 @@ def build_strategy(
     memory = simulate_memory(
         events,
         input_elements=sum(size_of(t, equation.size_dict) for t in equation.terms),
-        output_elements=plan.steps[-1].output_elements,
+        output_elements=(plan.steps[-1].output_elements if builder.output_elements is None
+                         else builder.output_elements),
         itemsize=itemsize,
     )
     elapsed = time.perf_counter() - start
@@ -215,4 +217,5 @@ def build_strategy(
         planning_s=elapsed,
         optimizer=builder.optimizer or plan.optimizer,
         warnings=tuple(builder.warnings),
+        details=dict(builder.details),
     )

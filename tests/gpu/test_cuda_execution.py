@@ -73,3 +73,46 @@ def test_cuda_zero_sizes_and_digit_labels_run(equation: str, shapes: list[list[i
             gap = abs(run.peak_bytes_measured - run.peak_bytes_predicted)
             assert gap <= 4 * ROUNDING, (run.strategy, run.peak_bytes_measured,
                                          run.peak_bytes_predicted)
+
+
+def _corpus_small() -> list:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from corpus import small_cases
+
+    return small_cases(50_000)
+
+
+COMPLEX_CASES = [(c["name"], c["equation"], c["shapes"]) for c in CASES] + [
+    (case.name, case.equation, case.shapes) for case in _corpus_small()]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("name", "equation", "shapes"), COMPLEX_CASES,
+                         ids=[name for name, _, _ in COMPLEX_CASES])
+def test_cuda_complex64_peak_equals_prediction(name: str, equation: str, shapes: list) -> None:
+    # Lazily conjugated inputs used to make bmm/sum/mul copy on CUDA (tn18-b512 +20%):
+    # the backward now runs in conjugated space and allocates exactly what is modelled.
+    report = analyze(equation, shapes, dtype="complex64", strategies=("reverse", "independent"))
+    report = execute(report, devices=["cuda"], repeats=1, warmup=0)
+    ours = [run for run in report.runs if not run.is_baseline]
+    assert ours and all(run.skipped is None for run in ours), [r.skipped for r in ours]
+    for run in ours:
+        assert run.peak_bytes_measured == run.peak_bytes_predicted, (
+            run.strategy, run.peak_bytes_measured, run.peak_bytes_predicted)
+        assert run.retained_bytes_measured == run.retained_bytes_predicted, run.strategy
+        assert run.max_grad_error is not None and run.max_grad_error < 1e-3
+
+
+@pytest.mark.gpu
+def test_cuda_non_ascii_and_53_labels_run() -> None:
+    labels = [chr(0x3B1 + k) for k in range(25)] + list("abcdefghijklmnopqrstuvwxyzAB")
+    chain = ",".join(a + b for a, b in zip(labels, labels[1:], strict=False))
+    for equation, shapes in (("αβ,βγ->αγ", [(3, 4), (4, 5)]),
+                             (chain + "->" + labels[0] + labels[-1], [(2, 2)] * 52)):
+        report = execute(analyze(equation, shapes), devices=["cuda"], repeats=1, warmup=0)
+        assert report.runs and all(run.skipped is None for run in report.runs), [
+            (r.strategy, r.skipped) for r in report.runs]
+        assert all(run.max_grad_error is not None and run.max_grad_error < 1e-3
+                   for run in report.runs)

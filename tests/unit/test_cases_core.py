@@ -156,7 +156,7 @@ def test_duplicate_names_make_the_second_an_error() -> None:
         ('{"cases": []}', "json", "no non-empty list 'cases'"),
         ('{"cases": [{}], "defaults": 3}', "json", "'defaults' must be a table"),
         ('{"cases": [{}], "defaults": {"budgets": {"max_flop": 1}}}', "json",
-         "'defaults': defaults budgets has an unknown budget"),
+         "cases file defaults budgets has an unknown budget"),
     ],
 )
 def test_file_level_problems_raise(text: str, fmt: str, match: str) -> None:

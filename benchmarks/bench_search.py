@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Benchmark the training-aware search, the limit sweep and the budget (analysis only, CPU).
+
+(a) ``tn18-b512`` of ``benchmarks/cases.json``, every operand differentiated,
+    ``objective="flops"``: the recommended plan's training FLOPs against reverse mode on
+    opt_einsum's ``auto``, ``dp`` and ``dp`` with outer products paths (that last path is
+    stored below: opt_einsum takes 25 to 34 s to find it; ``--recompute-dp-outer`` finds
+    it again). Targets: recommended <= reverse on dp-with-outer; wall <= 0.5 s.
+(b) ``tn18-b512`` with ``grad="9-17"`` (the parameters), ``objective="memory"``: the
+    recommended training peak against reverse mode's on the greedy, dp and
+    dp-with-outer paths. Target: at most the least of the three.
+(c) Against cotengra (when installed): on the random regular networks of the ``scaling``
+    entry (10 to 200 tensors; ``opt_einsum.testing.rand_equation(n, 3, seed=0, d_min=2,
+    d_max=8)``) and the shared cases, cotengra's ``flops``, ``write`` and ``combo`` trees
+    (HyperOptimizer, greedy method, in process) scored by our model (reverse mode); no
+    point of our Pareto front may be dominated by one of them. Ratios: our least training
+    FLOPs and least peak over cotengra's best, per network; the search runs without and
+    with ``cotengra=True`` (its candidates then hold those same seeded trees, re-contracted
+    further by our sub-tree program).
+(d) Analysis time at 200 tensors: ``analyze`` alone, then with ``objective="flops"``, then
+    with the limit sweep ``"none,max_input"`` as well. Target: at most 2 s more.
+
+Each timing is the median of ``--repeats`` calls (``time.perf_counter``, wall); the
+machine may be shared, so the environment and load average are printed.
+
+Usage::
+
+    python3 benchmarks/bench_search.py [--repeats N] [--max-tensors N] [--json PATH]
+"""
+
+# ruff: noqa: T201
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from einsum_analyze import analyze  # noqa: E402
+from einsum_analyze.equation import parse_equation  # noqa: E402
+from einsum_analyze.planning import Plan, plan_contraction  # noqa: E402
+from einsum_analyze.search import cotengra_available, pareto_front, score_path  # noqa: E402
+from einsum_analyze.search.candidates import cotengra_path  # noqa: E402
+from einsum_analyze.strategies import build_strategy  # noqa: E402
+
+DP_OUTER_PATH = [(0, 1), (0, 1), (14, 15), (5, 6), (5, 13), (5, 12), (10, 11), (1, 2), (1, 2),
+                 (7, 8), (4, 5), (3, 6), (2, 5), (3, 4), (2, 3), (1, 2), (0, 1)]
+SEARCH_TARGET_S = 0.5
+ADDED_TARGET_S = 2.0
+
+
+def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
+    """Median wall seconds of ``repeats`` calls, and the last result."""
+    samples, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples), result
+
+
+def table(title: str, headers: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    print(f"\n{title}")
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def reverse_figures(eq: Any, path: Any, grad: Any) -> tuple[int, int]:
+    result = build_strategy("reverse", Plan.from_path(eq, path), grad, itemsize=4)
+    return result.forward_flops + result.backward_flops, result.memory.peak_bytes
+
+
+def tn18_section(case: dict[str, Any], repeats: int, recompute: bool) -> dict[str, Any]:
+    eq = parse_equation(case["equation"], case["shapes"])
+    outer = DP_OUTER_PATH
+    if recompute:
+        import opt_einsum
+
+        outer, _ = opt_einsum.contract_path(
+            case["equation"], *case["shapes"], shapes=True,
+            optimize=opt_einsum.DynamicProgramming(search_outer=True))
+    paths = {"auto (greedy)": plan_contraction(eq, "auto", None).path,
+             "dp": plan_contraction(eq, "dp", None).path, "dp with outer products": outer}
+    out: dict[str, Any] = {}
+    rows = []
+    for label, grad, objective in (("all operands", tuple(range(18)), "flops"),
+                                   ("grad 9-17", tuple(range(9, 18)), "memory")):
+        refs = {name: reverse_figures(eq, p, grad) for name, p in paths.items()}
+        seconds, report = timed(lambda g=grad, o=objective: analyze(
+            case["equation"], case["shapes"], grad=list(g), objective=o), repeats)
+        rec = report.recommended.plan
+        search_s = report.search.search_s
+        if objective == "flops":
+            target = refs["dp with outer products"][0]
+            got, ok = rec.training_flops, rec.training_flops <= target
+            ok_time = search_s <= SEARCH_TARGET_S
+        else:
+            target = min(peak for _, peak in refs.values())
+            got, ok = rec.peak_bytes, rec.peak_bytes <= target
+            ok_time = True
+        for name, (flops, peak) in refs.items():
+            rows.append([label, f"reverse on {name}", f"{flops:.4g}", f"{peak:,}", "", ""])
+        rows.append([label, f"recommended ({objective}): {rec.strategy} on {rec.source}",
+                     f"{rec.training_flops:.4g}", f"{rec.peak_bytes:,}",
+                     f"{seconds:.3f} / {search_s:.3f}",
+                     ("PASS" if ok and ok_time else "FAIL")])
+        out[label] = {"objective": objective, "target": target, "value": got, "passed": ok,
+                      "analyze_s": seconds, "search_s": search_s,
+                      "references": {k: {"training_flops": f, "peak_bytes": p}
+                                     for k, (f, p) in refs.items()}}
+    table("(a, b) tn18-b512: training FLOPs and peak (float32, inputs included)",
+          ["operands", "plan", "train FLOPs", "peak B", "analyze / search s", "target"], rows)
+    return out
+
+
+def cotengra_section(networks: list[tuple[str, str, list[Any]]]) -> dict[str, Any]:
+    if not cotengra_available():
+        print("\n(c) cotengra is not installed: skipped (pip install einsum-analyze[cotengra])")
+        return {"skipped": "cotengra not installed"}
+    rows, out = [], {}
+    for name, equation, shapes in networks:
+        eq = parse_equation(equation, shapes)
+        if eq.num_operands < 3:
+            continue
+        grad = tuple(range(eq.num_operands))
+        theirs = {}
+        for minimize in ("flops", "write", "combo"):
+            path = cotengra_path(eq, minimize)  # seeded: the trees the search sees
+            if path is not None:
+                theirs[minimize] = score_path(Plan.from_path(eq, path), grad, "reverse",
+                                              itemsize=4, source=f"cotengra-{minimize}")
+        for use in (False, True):
+            start = time.perf_counter()
+            report = analyze(equation, shapes, objective="flops", cotengra=use,
+                             strategies=["reverse"])
+            wall = time.perf_counter() - start
+            front = pareto_front(report.search.pareto) if report.search else ()
+            dominated = [
+                (p.training_flops, p.peak_bytes) for p in front
+                if any(t.training_flops <= p.training_flops and t.peak_bytes <= p.peak_bytes
+                       and (t.training_flops, t.peak_bytes) != (p.training_flops, p.peak_bytes)
+                       for t in theirs.values())
+            ]
+            best_f = min(p.training_flops for p in front)
+            best_p = min(p.peak_bytes for p in front)
+            their_f = min(t.training_flops for t in theirs.values())
+            their_p = min(t.peak_bytes for t in theirs.values())
+            rows.append([name, "with" if use else "without", f"{best_f / their_f:.3g}",
+                         f"{best_p / their_p:.3g}", str(len(dominated)), f"{wall:.2f}",
+                         "PASS" if not dominated else "FAIL"])
+            out[f"{name} {'with' if use else 'without'} cotengra"] = {
+                "flops_ratio": best_f / their_f, "peak_ratio": best_p / their_p,
+                "dominated": len(dominated), "analyze_s": wall}
+    table("(c) our Pareto front against cotengra's flops/write/combo trees (reverse mode; "
+          "ratios: ours / cotengra's best; < 1 is better)",
+          ["network", "cotengra in search", "FLOPs ratio", "peak ratio", "dominated",
+           "analyze s", "target"], rows)
+    return out
+
+
+def timing_section(n: int, repeats: int) -> dict[str, Any]:
+    import opt_einsum.testing
+
+    equation, shapes = opt_einsum.testing.rand_equation(n, 3, seed=0, d_min=2, d_max=8)
+    rows, out = [], {}
+    for strategies in (None, ["reverse"]):
+        kw: dict[str, Any] = {} if strategies is None else {"strategies": strategies}
+        base, _ = timed(lambda kw=kw: analyze(equation, shapes, **kw), repeats)
+        search, _ = timed(lambda kw=kw: analyze(equation, shapes, objective="flops", **kw),
+                          repeats)
+        sweep, _ = timed(lambda kw=kw: analyze(equation, shapes, objective="flops",
+                                               memory_limit="none,max_input", **kw), repeats)
+        label = "default strategies" if strategies is None else "reverse only"
+        added = sweep - base
+        rows.append([label, f"{base:.2f}", f"{search - base:+.2f}", f"{added:+.2f}",
+                     "PASS" if added <= ADDED_TARGET_S else "FAIL"])
+        out[label] = {"analyze_s": base, "search_added_s": search - base,
+                      "sweep_and_search_added_s": added}
+    table(f"(d) analysis time at {n} tensors (median of {repeats}; seconds)",
+          ["strategies", "analyze", "+ search", "+ sweep none,max_input + search", "target"],
+          rows)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-tensors", type=int, default=200)
+    parser.add_argument("--recompute-dp-outer", action="store_true")
+    parser.add_argument("--json", metavar="PATH")
+    args = parser.parse_args()
+    cases = json.loads((HERE / "cases.json").read_text())
+    import opt_einsum
+
+    print(f"python {platform.python_version()}, {platform.platform()}, opt_einsum "
+          f"{opt_einsum.__version__}, cotengra "
+          f"{'installed' if cotengra_available() else 'not installed'}, "
+          f"{os.cpu_count()} cpus, load average {os.getloadavg()}")
+    tn18 = next(c for c in cases["cases"] if c["name"] == "tn18-b512")
+    results: dict[str, Any] = {"tn18": tn18_section(tn18, args.repeats,
+                                                    args.recompute_dp_outer)}
+    import opt_einsum.testing
+
+    networks = [(f"random-{n}", *opt_einsum.testing.rand_equation(n, 3, seed=0, d_min=2,
+                                                                   d_max=8))
+                for n in cases["scaling"]["n_tensors"] if n <= args.max_tensors]
+    networks += [(c["name"], c["equation"], c["shapes"]) for c in cases["cases"]]
+    results["cotengra"] = cotengra_section(networks)
+    results["timing"] = timing_section(min(200, args.max_tensors), args.repeats)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""Training budgets on a GPU: eager torch.einsum, compiled torch.einsum and our recommended plan.
+
+For every case of ``benchmarks/cases.json`` (float32, every operand differentiated):
+
+- P: torch autograd's measured training peak (eager ``torch.einsum`` then
+  ``torch.autograd.grad``), inputs included;
+- F: the floor no plan goes under: inputs, upstream gradient and returned gradients
+  (:func:`einsum_analyze.search.floor_bytes`);
+- B = F + 0.5 * (P - F), the midpoint budget.
+
+Side by side, each as a ratio to eager torch.einsum (time: median forward+backward; peak:
+measured, inputs included):
+
+- ``compiled``: ``torch.compile(torch.einsum)`` (inductor; compile time excluded: it is
+  compiled and warmed up first; a case where compiling fails is shown as skipped);
+- ``recommended``: ``analyze(..., objective=OBJ)`` with no budget, run by
+  ``einsum_analyze.execute`` (the recommended plan is always among its runs);
+- ``recommended @ B``: the same with ``budget=B``; whether its measured peak is <= B;
+  where no plan fits B, the smallest reachable peak the tool states (target: <= P) and a
+  second run at that budget (it must fit).
+
+Peaks are ``torch.cuda.max_memory_allocated`` above a baseline that already holds the
+operands and the upstream gradient, plus the operands' bytes. On CPU (no CUDA) peaks
+are not measured and large dimensions are divided by ``--scale``.
+
+Usage::
+
+    python benchmarks/bench_training.py --json results.json [--device cuda] [--repeats 20]
+    python benchmarks/bench_training.py --device cpu --scale 8 --cases chain3,mps-layer
+"""
+
+# ruff: noqa: T201
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from einsum_analyze import analyze, execute  # noqa: E402
+from einsum_analyze.equation import parse_equation  # noqa: E402
+from einsum_analyze.search import floor_bytes  # noqa: E402
+from einsum_analyze.strategies import strategy_names  # noqa: E402
+
+STRATEGIES: list[str] = []
+"""Strategies modelled and searched (``--strategies``; default: reverse, and checkpoint
+where it is registered)."""
+
+
+def scaled(shapes: list[list[int]], factor: int) -> list[list[int]]:
+    """Divide every dimension of 64 or more by ``factor``."""
+    return [[max(1, d // factor) if d >= 64 else d for d in shape] for shape in shapes]
+
+
+def environment(device: str) -> dict[str, Any]:
+    import opt_einsum
+    import torch
+
+    info: dict[str, Any] = {
+        "python": platform.python_version(), "platform": platform.platform(),
+        "torch": torch.__version__, "opt_einsum": opt_einsum.__version__,
+        "device": device, "torch_threads": torch.get_num_threads(),
+    }
+    if device.startswith("cuda"):
+        info["gpu"] = torch.cuda.get_device_name(0)
+        info["cuda"] = torch.version.cuda
+    try:
+        import cotengra
+
+        info["cotengra"] = cotengra.__version__
+    except ImportError:
+        info["cotengra"] = None
+    return info
+
+
+def measure(step: Callable[[], None], device: str, repeats: int, warmup: int,
+            input_bytes: int) -> dict[str, Any]:
+    """Median wall seconds of one training step, and its peak (inputs included)."""
+    import torch
+
+    cuda = device.startswith("cuda")
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    for _ in range(warmup):
+        step()
+    sync()
+    peak = None
+    if cuda:
+        torch.cuda.empty_cache()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        sync()
+        peak = torch.cuda.max_memory_allocated() - base + input_bytes
+    samples = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        step()
+        sync()
+        samples.append(time.perf_counter() - start)
+    return {"time_s": statistics.median(samples), "peak_bytes": peak}
+
+
+def torch_einsum(equation: str, shapes: list[list[int]], device: str, repeats: int,
+                 warmup: int, compiled: bool) -> dict[str, Any]:
+    """Eager or compiled torch.einsum + autograd.grad on every operand."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    ops = [torch.randn(s, generator=gen).to(device).requires_grad_(True) for s in shapes]
+    with torch.no_grad():
+        out_shape = torch.einsum(equation, *[o.detach() for o in ops]).shape
+    upstream = torch.randn(out_shape, generator=gen).to(device)
+    input_bytes = sum(o.numel() * o.element_size() for o in ops)
+
+    def fn(*xs: Any) -> Any:
+        return torch.einsum(equation, *xs)
+
+    contract = fn
+    if compiled:
+        try:
+            contract = torch.compile(fn)
+            start = time.perf_counter()
+            grads = torch.autograd.grad(contract(*ops), ops, upstream)
+            del grads
+            compile_s = time.perf_counter() - start
+        except Exception as err:  # noqa: BLE001  (a failed compile is a skipped cell)
+            return {"skipped": f"torch.compile failed: {type(err).__name__}: {err}"[:200]}
+
+    def step() -> None:
+        grads = torch.autograd.grad(contract(*ops), ops, upstream)
+        del grads
+
+    result = measure(step, device, repeats, warmup, input_bytes)
+    if compiled:
+        result["compile_s"] = compile_s
+    return result
+
+
+def run_recommended(case: dict[str, Any], shapes: list[list[int]], device: str,
+                    repeats: int, warmup: int, objective: str, budget: int | None
+                    ) -> dict[str, Any]:
+    """Analyse (with the budget) and run; the recommended plan's measured figures."""
+    start = time.perf_counter()
+    report = analyze(case["equation"], shapes, objective=objective, budget=budget,
+                     strategies=STRATEGIES)
+    analysis_s = time.perf_counter() - start
+    done = execute(report, devices=[device], repeats=repeats, warmup=warmup)
+    rec = done.recommended
+    assert rec is not None
+    runs = [r.to_dict() for r in done.runs
+            if r.strategy == rec.label and not r.is_baseline and r.device.startswith(
+                device.split(":")[0])]
+    input_bytes = done.forward_memory.input_bytes
+    out: dict[str, Any] = {
+        "strategy": rec.plan.strategy, "source": rec.plan.source, "fits": rec.fits,
+        "predicted_peak_bytes": rec.plan.peak_bytes,
+        "training_flops": rec.plan.training_flops, "analysis_s": analysis_s,
+    }
+    if not runs or runs[0]["skipped"]:
+        out["skipped"] = runs[0]["skipped"] if runs else "no run"
+        return out
+    run = runs[0]
+    out["time_s"] = run["forward_s"]["median"] + (run["backward_s"]["median"]
+                                                  if run["backward_s"] else 0.0)
+    out["peak_bytes"] = _with_inputs(run, rec.plan.peak_bytes, input_bytes)
+    out["max_grad_error"] = run["max_grad_error"]
+    return out
+
+
+def _with_inputs(run: dict[str, Any], model_peak: int, input_bytes: int) -> int | None:
+    """The run's measured peak, inputs included, whichever basis the report uses.
+
+    Schema 2 says ``peak_bytes_measured`` counts the inputs; an executor that still
+    measures above them is recognised by its prediction, which is then the model's peak
+    less the inputs (CUDA rounds it up a little).
+    """
+    if "peak_bytes_measured_without_inputs" in run:
+        above = run["peak_bytes_measured_without_inputs"]
+        return None if above is None else int(above) + input_bytes
+    measured, predicted = run.get("peak_bytes_measured"), run.get("peak_bytes_predicted")
+    if measured is None:
+        return None
+    if predicted is not None and abs(predicted - (model_peak - input_bytes)) < abs(
+            predicted - model_peak):
+        return int(measured) + input_bytes
+    return int(measured)
+
+
+def ratio(value: float | None, reference: float | None) -> str:
+    if value is None or not reference:
+        return "-"
+    return f"{value / reference:.2f}x"
+
+
+def mib(value: float | None) -> str:
+    return "-" if value is None else f"{value / 2**20:.2f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default=None, help="cuda (default when present) or cpu")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--scale", type=int, default=None,
+                        help="divide large dimensions (default 1 on cuda, 8 on cpu)")
+    parser.add_argument("--objective", default="flops", choices=["flops", "memory", "balanced"])
+    parser.add_argument("--cases", default=None, help="comma list of case names")
+    parser.add_argument("--strategies", default=None,
+                        help="strategies to model and search (default: reverse, checkpoint)")
+    parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    args = parser.parse_args()
+
+    import torch
+
+    STRATEGIES[:] = (args.strategies.split(",") if args.strategies else
+                     [n for n in ("reverse", "checkpoint") if n in strategy_names()])
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    scale = args.scale or (1 if device.startswith("cuda") else 8)
+    cases = json.loads((HERE / "cases.json").read_text())["cases"]
+    if args.cases:
+        wanted = set(args.cases.split(","))
+        cases = [c for c in cases if c["name"] in wanted]
+    env = environment(device)
+    env["strategies"] = list(STRATEGIES)
+    print(json.dumps(env))
+    results = []
+    for case in cases:
+        shapes = scaled(case["shapes"], scale)
+        eq = parse_equation(case["equation"], shapes)
+        grad = tuple(range(eq.num_operands))
+        row: dict[str, Any] = {"case": case["name"], "shapes": shapes,
+                               "floor_bytes": floor_bytes(eq, grad, 4)}
+        row["eager"] = torch_einsum(case["equation"], shapes, device, args.repeats,
+                                    args.warmup, compiled=False)
+        row["compiled"] = torch_einsum(case["equation"], shapes, device, args.repeats,
+                                       args.warmup, compiled=True)
+        p = row["eager"]["peak_bytes"]
+        f = row["floor_bytes"]
+        b = None if p is None else int(f + 0.5 * (p - f))
+        row["autograd_peak_bytes"], row["midpoint_budget_bytes"] = p, b
+        row["recommended"] = run_recommended(case, shapes, device, args.repeats,
+                                             args.warmup, args.objective, None)
+        if b is not None:
+            at_b = run_recommended(case, shapes, device, args.repeats, args.warmup,
+                                   args.objective, b)
+            at_b["measured_within_budget"] = (at_b.get("peak_bytes") is not None
+                                              and at_b["peak_bytes"] <= b)
+            if not at_b["fits"]:
+                stated = at_b["predicted_peak_bytes"]
+                at_b["stated_smallest_bytes"] = stated
+                at_b["stated_smallest_within_P"] = stated <= p
+                again = run_recommended(case, shapes, device, args.repeats, args.warmup,
+                                        args.objective, stated)
+                again["measured_within_budget"] = (again.get("peak_bytes") is not None
+                                                   and again["peak_bytes"] <= stated)
+                at_b["run_at_stated_budget"] = again
+            row["recommended_at_B"] = at_b
+        results.append(row)
+        print(f"done {case['name']}", file=sys.stderr)
+
+    headers = ["case", "F MiB", "P MiB", "B MiB", "eager ms", "compiled t", "compiled peak",
+               "rec t", "rec peak", "rec@B t", "rec@B peak", "rec@B <= B", "rec@B plan"]
+    rows = []
+    times: dict[str, list[float]] = {"compiled": [], "recommended": [], "recommended_at_B": []}
+    for row in results:
+        eager = row["eager"]
+        comp, rec = row["compiled"], row["recommended"]
+        at_b = row.get("recommended_at_B", {})
+        for key, cell in (("compiled", comp), ("recommended", rec), ("recommended_at_B", at_b)):
+            if cell.get("time_s") and eager.get("time_s"):
+                times[key].append(cell["time_s"] / eager["time_s"])
+        fit = "-"
+        if at_b:
+            fit = "yes" if at_b.get("measured_within_budget") else "NO"
+            if not at_b.get("fits"):
+                fit += f" (none fits; stated {mib(at_b.get('stated_smallest_bytes'))} MiB)"
+        rows.append([
+            row["case"], mib(row["floor_bytes"]), mib(row["autograd_peak_bytes"]),
+            mib(row["midpoint_budget_bytes"]), f"{eager['time_s'] * 1e3:.3f}",
+            comp.get("skipped", "")[:20] or ratio(comp.get("time_s"), eager["time_s"]),
+            ratio(comp.get("peak_bytes"), eager["peak_bytes"]),
+            ratio(rec.get("time_s"), eager["time_s"]),
+            ratio(rec.get("peak_bytes"), eager["peak_bytes"]),
+            ratio(at_b.get("time_s"), eager["time_s"]),
+            ratio(at_b.get("peak_bytes"), eager["peak_bytes"]), fit,
+            f"{at_b.get('strategy', '-')} on {at_b.get('source', '-')}",
+        ])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+    summary = {key: math.exp(statistics.fmean(math.log(v) for v in values))
+               for key, values in times.items() if values}
+    print("geometric mean time over eager: "
+          + ", ".join(f"{k} {v:.3f}x" for k, v in summary.items()))
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {"environment": env, "objective": args.objective, "scale": scale,
+             "geomean_time_vs_eager": summary, "cases": results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

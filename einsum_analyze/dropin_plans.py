@@ -1,0 +1,342 @@
+"""The drop-in einsum's plans: chosen, compiled once, cached (:mod:`einsum_analyze.torch`).
+
+A :class:`DropinPlan` is one strategy's schedule compiled for the torch executor
+(:mod:`einsum_analyze.backends.torch_kernels`), with what the custom op needs around it:
+which tensors the forward pass leaves for backward (the caller's operands it reads,
+and the new tensors it keeps), and the shape and strides of every tensor the two ops
+return, found once by running the schedule on the ``meta`` device (the ops' fake
+implementations return tensors of exactly those layouts).
+
+Plans are cached by equation, shapes, dtype, device, the operands that need gradients
+and the options, in a bounded least-recently-used cache that threads may share.
+
+Only :mod:`einsum_analyze.torch` imports this module; it imports torch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+
+from .errors import EinsumAnalyzeError
+from .strategies import StrategyResult
+
+__all__ = [
+    "NO_BUDGET",
+    "CacheInfo",
+    "DropinError",
+    "DropinPlan",
+    "DropinValueError",
+    "cache_info",
+    "choose_plan",
+    "clear_cache",
+    "get_plan",
+    "set_cache_size",
+]
+
+NO_BUDGET = -1
+"""The budget argument of the ops when the caller gives none."""
+
+Layout = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+class DropinError(EinsumAnalyzeError, RuntimeError):
+    """Bad input to the drop-in einsum: a RuntimeError, as torch.einsum raises."""
+
+
+class DropinValueError(DropinError, ValueError):
+    """Bad input for which torch.einsum raises a ValueError (its opt_einsum path)."""
+
+
+def _input_error(message: str, equation: str, shapes: Sequence[Sequence[int]]) -> DropinError:
+    """The error to raise: of the type torch.einsum raises for the same input."""
+    try:
+        torch.einsum(equation, *(torch.empty(tuple(s), device="meta") for s in shapes))
+    except ValueError:
+        return DropinValueError(message)
+    except Exception:  # noqa: BLE001 - torch's own RuntimeError, or anything else
+        return DropinError(message)
+    return DropinError(message)
+
+
+class CacheInfo(NamedTuple):
+    """The plan cache's counters."""
+
+    hits: int
+    misses: int
+    size: int
+    maxsize: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DropinPlan:
+    """One planned einsum, compiled for the torch executor.
+
+    Attributes:
+        strategy: The strategy run (``auto`` resolved).
+        result: The strategy's model (schedule, FLOPs, memory).
+        compiled: The schedule compiled into torch calls.
+        output: Name of the forward result.
+        grad: Positions of the operands whose gradients backward returns.
+        saved_operands: Positions of the operands backward reads (saved, never copied).
+        new_saved: Names of the tensors forward makes and keeps for backward (returned
+            by the forward op after the result, so that autograd saves them).
+        forward_layouts: Shape and strides of the result and of each ``new_saved``.
+        gradient_layouts: Shape and strides of each gradient, in ``grad`` order.
+        output_may_alias: The result is an operand or a view of one (e.g. ``ij->ij``):
+            the ops return a copy, as an op's outputs may not alias its inputs.
+    """
+
+    strategy: str
+    result: StrategyResult
+    compiled: Any
+    output: str
+    grad: tuple[int, ...]
+    saved_operands: tuple[int, ...]
+    new_saved: tuple[str, ...]
+    forward_layouts: tuple[Layout, ...]
+    gradient_layouts: tuple[Layout, ...]
+    output_may_alias: bool = True
+
+    @property
+    def saved_names(self) -> tuple[str, ...]:
+        """Names of the saved tensors, in the order the backward op takes them."""
+        return tuple(f"in{k}" for k in self.saved_operands) + self.new_saved
+
+    def run_forward(self, operands: Sequence[Any]) -> dict[str, Any]:
+        """The forward events on contiguous ``operands``; returns the live tensors."""
+        from .backends.torch_backend import run_compiled
+
+        live = {f"in{k}": t for k, t in enumerate(operands)}
+        return run_compiled(self.compiled.forward, live)
+
+    def run_backward(self, saved: Sequence[Any], seed: Any) -> list[Any]:
+        """The backward events; returns the gradients in ``grad`` order.
+
+        ``seed`` is the upstream gradient, contiguous; the schedule may take it over.
+        """
+        from .backends.torch_backend import run_compiled
+
+        live = dict(zip(self.saved_names, saved, strict=True))
+        if isinstance(saved, list):
+            saved.clear()  # the live tensors are the only references: freed as scheduled
+        live["upstream"] = seed
+        run_compiled(self.compiled.backward, live)
+        return [live[f"d{k}"] for k in self.grad]
+
+
+def choose_plan(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
+                grad: Sequence[int], strategy: str, optimize: str,
+                budget: int) -> StrategyResult:
+    """Model the strategy to run: ``strategy`` (``auto`` resolved), fitted to ``budget``.
+
+    Raises:
+        EinsumAnalyzeError: Bad input, or a budget no plan meets (the message gives the
+            smallest reachable peak).
+    """
+    from .strategies import get_strategy, strategy_names
+
+    if strategy == "auto":
+        recommended = _recommended(equation, shapes, dtype, grad, optimize, budget)
+        if recommended is not None:
+            return recommended
+        strategy = "reverse"
+    first = _model(equation, shapes, dtype, grad, get_strategy(strategy).name, optimize,
+                   budget)
+    if budget == NO_BUDGET or first.memory.peak_bytes <= budget:
+        return first
+    tried = [first]
+    for name in strategy_names():
+        spec = get_strategy(name)
+        if name != first.name and spec.lowered:
+            tried.append(_model(equation, shapes, dtype, grad, name, optimize, budget))
+    fitting = [r for r in tried if r.memory.peak_bytes <= budget]
+    if fitting and strategy == "reverse" and first.name == "reverse":
+        return min(fitting, key=lambda r: (r.forward_flops + r.backward_flops,
+                                           r.memory.peak_bytes))
+    best = min(tried, key=lambda r: r.memory.peak_bytes)
+    if fitting:
+        raise EinsumAnalyzeError(
+            f"strategy {first.name!r} peaks at {first.memory.peak_bytes} B, over the budget "
+            f"of {budget} B; strategy {fitting[0].name!r} fits (or use strategy='auto')"
+        )
+    raise EinsumAnalyzeError(
+        f"no plan fits the budget of {budget} B: the smallest reachable peak is "
+        f"{best.memory.peak_bytes} B (strategy {best.name!r}, inputs counted)"
+    )
+
+
+def _model(equation: str, shapes: Sequence[Sequence[int]], dtype: str, grad: Sequence[int],
+           name: str, optimize: str | Sequence[Sequence[int]], budget: int,
+           options: Mapping[str, Any] | None = None) -> StrategyResult:
+    from .analysis import analyze
+    from .strategies import get_strategy
+
+    chosen = dict(options or {})
+    if budget != NO_BUDGET and "budget_bytes" in get_strategy(name).options:
+        chosen.setdefault("budget_bytes", budget)
+    report = analyze(equation, shapes, optimize=optimize, dtype=dtype, grad=list(grad),
+                     strategies=[name], strategy_options={name: chosen} if chosen else None)
+    return report.strategies[0]
+
+
+def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
+                 grad: Sequence[int], optimize: str, budget: int) -> StrategyResult | None:
+    """The training-aware search's recommended plan (docs/training.md).
+
+    The search scores candidate paths with every strategy that runs on our executor
+    (``checkpoint`` only when there is a budget to fit) by the training step's FLOPs,
+    and recommends the cheapest within the budget. Its result carries the schedule of
+    its own path, which is what runs.
+
+    Raises:
+        EinsumAnalyzeError: No plan fits the budget (the message gives the smallest
+            reachable training peak and the plan that reaches it).
+    """
+    from .analysis import analyze
+    from .strategies import get_strategy, strategy_names
+
+    bounded = budget != NO_BUDGET
+    strategies = [name for name in strategy_names() if get_strategy(name).lowered
+                  and (bounded or "budget_bytes" not in get_strategy(name).options)
+                  and not get_strategy(name).needs_gradient_plans]
+    report = analyze(equation, shapes, dtype=dtype, grad=list(grad), optimize=optimize,
+                     strategies=strategies, objective="flops",
+                     budget=budget if bounded else None)
+    recommended = report.recommended
+    if recommended is None:
+        return None
+    plan = recommended.plan
+    if not recommended.fits:
+        raise EinsumAnalyzeError(
+            f"no plan fits the budget of {budget} B: the smallest reachable peak is "
+            f"{plan.peak_bytes} B (strategy {plan.strategy!r} on the {plan.source} path, "
+            "inputs counted)"
+        )
+    return plan.result
+
+
+def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
+               mask: tuple[bool, ...], strategy: str, optimize: str,
+               budget: int) -> DropinPlan:
+    """Choose, compile and lay out one plan (a cache miss)."""
+    from .backends.torch_backend import run_compiled
+    from .backends.torch_kernels import compile_schedule
+
+    if len(mask) != len(shapes):
+        raise AssertionError("one requires-grad flag per operand")
+    grad = tuple(k for k, wanted in enumerate(mask) if wanted)
+    result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget)
+    from .equation import parse_equation
+
+    eq = parse_equation(equation, shapes)
+    compiled = compile_schedule(result.events, eq.size_dict)
+    torch_dtype = getattr(torch, dtype)
+    operands = [torch.empty(shape, dtype=torch_dtype, device="meta") for shape in shapes]
+    live = run_compiled(compiled.forward, {f"in{k}": t for k, t in enumerate(operands)})
+    read = {name for e in result.events if e.phase == "backward" for name in e.inputs}
+    needed = [name for name in live if name in read and name != compiled.output]
+    saved_operands = tuple(sorted(
+        int(name[2:]) for name in needed
+        if name.startswith("in") and live[name] is operands[int(name[2:])]
+    ))
+    new_saved = tuple(name for name in needed
+                      if not (name.startswith("in") and int(name[2:]) in saved_operands))
+    if compiled.output in read:
+        raise AssertionError("the drop-in does not support a backward that reads the output")
+    forward_layouts = tuple(_layout(live[name]) for name in (compiled.output, *new_saved))
+    gradient_layouts: tuple[Layout, ...] = ()
+    if grad:
+        state = {name: live[name] for name in (*(f"in{k}" for k in saved_operands), *new_saved)}
+        out = live[compiled.output]
+        state["upstream"] = torch.empty(out.shape, dtype=torch_dtype, device="meta")
+        run_compiled(compiled.backward, state)
+        gradient_layouts = tuple(_layout(state[f"d{k}"]) for k in grad)
+    return DropinPlan(strategy=result.name, result=result, compiled=compiled,
+                      output=compiled.output, grad=grad, saved_operands=saved_operands,
+                      new_saved=new_saved, forward_layouts=forward_layouts,
+                      gradient_layouts=gradient_layouts,
+                      output_may_alias=_reaches_an_operand(result.events, compiled.output))
+
+
+def _reaches_an_operand(events: Sequence[Any], name: str) -> bool:
+    """Whether the tensor ``name`` is an operand or a chain of views of one."""
+    views = {e.tensor: e.inputs[0] for e in events
+             if e.phase == "forward" and e.kind == "alloc" and e.op == "view"}
+    while name in views:
+        name = views[name]
+    return name.startswith("in") and name[2:].isdigit()
+
+
+def _layout(tensor: Any) -> Layout:
+    return tuple(tensor.shape), tuple(tensor.stride())
+
+
+class _Cache:
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self.plans: OrderedDict[tuple[Any, ...], DropinPlan] = OrderedDict()
+        self.lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+
+_CACHE = _Cache(256)
+
+
+def get_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str, device: str,
+             mask: tuple[bool, ...], strategy: str, optimize: str, budget: int) -> DropinPlan:
+    """The cached plan for this call, built on a miss.
+
+    Raises:
+        DropinError: Bad input (a RuntimeError, as torch.einsum raises).
+    """
+    key = (equation, shapes, dtype, device, mask, strategy, optimize, budget)
+    cache = _CACHE
+    with cache.lock:
+        plan = cache.plans.get(key)
+        if plan is not None:
+            cache.hits += 1
+            cache.plans.move_to_end(key)
+            return plan
+        cache.misses += 1
+    try:
+        plan = build_plan(equation, shapes, dtype, mask, strategy, optimize, budget)
+    except DropinError:
+        raise
+    except EinsumAnalyzeError as err:
+        raise _input_error(f"einsum(): {err}", equation, shapes) from None
+    with cache.lock:
+        cache.plans[key] = plan
+        cache.plans.move_to_end(key)
+        while len(cache.plans) > cache.maxsize:
+            cache.plans.popitem(last=False)
+    return plan
+
+
+def cache_info() -> CacheInfo:
+    """Hits, misses, plans held and the bound of the plan cache."""
+    with _CACHE.lock:
+        return CacheInfo(_CACHE.hits, _CACHE.misses, len(_CACHE.plans), _CACHE.maxsize)
+
+
+def clear_cache() -> None:
+    """Forget every plan and reset the counters."""
+    with _CACHE.lock:
+        _CACHE.plans.clear()
+        _CACHE.hits = _CACHE.misses = 0
+
+
+def set_cache_size(maxsize: int) -> None:
+    """Bound the cache to ``maxsize`` plans (at least 1), dropping the least recent."""
+    if maxsize < 1:
+        raise ValueError("the plan cache holds at least 1 plan")
+    with _CACHE.lock:
+        _CACHE.maxsize = maxsize
+        while len(_CACHE.plans) > maxsize:
+            _CACHE.plans.popitem(last=False)

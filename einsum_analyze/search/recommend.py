@@ -1,0 +1,266 @@
+"""Score candidate paths with every strategy, keep the Pareto front, recommend one plan.
+
+Every candidate path (:mod:`.candidates`) is re-scored by our own model: each strategy
+that runs on our executor (registered with ``lowered``) is built on it with
+:func:`~einsum_analyze.strategies.build_strategy`, for the operands that need gradients
+only. A strategy registered with a ``budget_bytes`` option (``checkpoint``) is given the
+training budget. Objectives:
+
+- ``flops``: training FLOPs (forward + backward + recompute); ties: the lower peak.
+- ``memory``: training peak, inputs included; ties: the fewer FLOPs.
+- ``balanced``: the product of the two, so halving the peak is worth doubling the FLOPs
+  (the choice does not depend on units); ties: the fewer FLOPs.
+
+The recommended plan minimises the objective among the plans that fit the budget; when
+none fits, it is the plan of least training peak, and the report says it does not fit.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+from .._types import LinearPath
+from ..equation import Equation
+from ..errors import PlanningError
+from ..planning import DEFAULT_MAX_SEARCH_S, Plan
+from ..strategies import (
+    LARGE_NETWORK,
+    GradientPlan,
+    StrategyResult,
+    build_strategy,
+    get_strategy,
+    plan_gradients,
+    strategy_names,
+)
+from .candidates import candidate_paths
+from .records import OBJECTIVES, Objective, PlanScore, Recommendation, SearchResult
+
+__all__ = [
+    "RECOMMENDED_LABEL",
+    "check_objective",
+    "floor_bytes",
+    "objective_key",
+    "pareto_front",
+    "recommend",
+    "score_path",
+    "search_plans",
+]
+
+RECOMMENDED_LABEL = "recommended"
+"""The name the recommended plan's run carries when it is not one of the report's own."""
+
+TOP_FOR_GRADIENT_PLANS = 1
+"""Paths besides the forward path on which strategies that plan every gradient on its own
+(``independent``) are scored: the best few by the cheap strategies (each costs one
+gradient planning). None above :data:`~einsum_analyze.strategies.LARGE_NETWORK` operands,
+where one such planning takes seconds."""
+
+
+def check_objective(name: str) -> Objective:
+    """The objective called ``name``.
+
+    Raises:
+        PlanningError: No such objective.
+    """
+    for objective in OBJECTIVES:
+        if objective == name.lower():
+            return objective
+    raise PlanningError(f"unknown objective {name!r}; choose one of: {', '.join(OBJECTIVES)}")
+
+
+def objective_key(objective: Objective) -> Callable[[PlanScore], tuple[float, ...]]:
+    """Sort key: the least key is the best plan for ``objective``."""
+    if objective == "flops":
+        return lambda p: (p.training_flops, p.peak_bytes)
+    if objective == "memory":
+        return lambda p: (p.peak_bytes, p.training_flops)
+    return lambda p: (float(p.training_flops) * float(p.peak_bytes), p.training_flops)
+
+
+def pareto_front(plans: Iterable[PlanScore]) -> tuple[PlanScore, ...]:
+    """Plans no other plan beats on both training FLOPs and training peak, by FLOPs.
+
+    Example:
+        >>> from einsum_analyze import analyze
+        >>> r = analyze("ab,bc->ac", [(2, 3), (3, 4)]).strategies[0]
+        >>> p = PlanScore(path=((0, 1),), source="x", strategy="reverse", forward_flops=1,
+        ...               training_flops=3, peak_bytes=9, retained_bytes=0,
+        ...               largest_intermediate_elements=1, result=r)
+        >>> from dataclasses import replace
+        >>> len(pareto_front([p, replace(p, training_flops=4), replace(p, peak_bytes=8,
+        ...                                                          training_flops=5)]))
+        2
+    """
+    front: list[PlanScore] = []
+    for plan in sorted(plans, key=lambda p: (p.training_flops, p.peak_bytes)):
+        if not front or plan.peak_bytes < front[-1].peak_bytes:
+            front.append(plan)
+    return tuple(front)
+
+
+def floor_bytes(equation: Equation, grad: Sequence[int], itemsize: int) -> int:
+    """Inputs, upstream gradient and the returned gradients: no plan goes under it."""
+    sizes = equation.size_dict
+
+    def elements(term: str) -> int:
+        total = 1
+        for char in term:
+            total *= sizes[char]
+        return total
+
+    inputs = sum(elements(t) for t in equation.terms)
+    grads = sum(elements(equation.terms[k]) for k in set(grad))
+    upstream = elements(equation.output) if grad else 0
+    return (inputs + upstream + grads) * itemsize
+
+
+def score_path(
+    plan: Plan,
+    grad: Sequence[int],
+    strategy: str,
+    *,
+    itemsize: int,
+    source: str,
+    budget: int | None = None,
+    gradients: GradientPlan | None = None,
+    known: StrategyResult | None = None,
+) -> PlanScore:
+    """One strategy on one path, scored by our model (``known``: its result, built)."""
+    if known is not None:
+        result = known
+    else:
+        spec = get_strategy(strategy)
+        options = ({"budget_bytes": budget}
+                   if budget is not None and "budget_bytes" in spec.options else None)
+        result = build_strategy(strategy, plan, grad, itemsize=itemsize, gradients=gradients,
+                                options=options)
+    return PlanScore(
+        path=tuple(tuple(s) for s in plan.path),
+        source=source,
+        strategy=result.name,
+        forward_flops=plan.flops,
+        training_flops=result.forward_flops + result.backward_flops,
+        peak_bytes=result.memory.peak_bytes,
+        retained_bytes=result.memory.retained_bytes,
+        largest_intermediate_elements=plan.largest_intermediate_elements,
+        result=result,
+    )
+
+
+def search_strategies() -> tuple[str, ...]:
+    """The registered strategies our executor runs (the search's choices)."""
+    return tuple(name for name in strategy_names() if get_strategy(name).lowered)
+
+
+def search_plans(
+    forward: Plan,
+    grad: Sequence[int],
+    *,
+    itemsize: int,
+    objective: Objective = "flops",
+    budget: int | None = None,
+    memory_limit: int | None = None,
+    optimize: str = "auto",
+    time_limit: float = 0.3,
+    cotengra: bool | None = False,
+    strategies: Sequence[str] | None = None,
+    known: Sequence[StrategyResult] = (),
+    max_search_s: float | None = DEFAULT_MAX_SEARCH_S,
+) -> SearchResult:
+    """Search candidate paths and strategies for the training step (see the module).
+
+    Args:
+        forward: The report's forward plan (always a candidate).
+        grad: Operands that need a gradient.
+        itemsize: Bytes per element.
+        objective: ``flops``, ``memory`` or ``balanced``.
+        budget: Training budget in bytes, handed to budget-aware strategies.
+        memory_limit: Largest intermediate of every candidate path, in elements.
+        optimize: Optimizer of the gradient cores of strategies that plan them.
+        time_limit: Seconds for path re-contraction.
+        cotengra: Use cotengra's hyper-optimizer (None: when installed).
+        strategies: Strategies to score, those our executor runs (``lowered``) among
+            them (none such, or None: every one it runs).
+        known: Results already built on ``forward`` with the same options (the report's
+            strategies): reused, not built again.
+        max_search_s: Seconds each candidate path's gradient cores may spend in their
+            path searches together (``--max-search-time``; None: no limit).
+    """
+    start = time.perf_counter()
+    equation = forward.equation
+    names = tuple(n for n in strategies or () if get_strategy(n).lowered) \
+        or search_strategies()
+    tighter: tuple[int, ...] = ()
+    if objective != "flops" or budget is not None:
+        largest = max(
+            math.prod([equation.size_dict[c] for c in term])
+            for term in (*equation.terms, equation.output)
+        )
+        tighter = (largest, 8 * largest)
+    paths = candidate_paths(equation, grad, forward=forward, memory_limit=memory_limit,
+                            time_limit=time_limit, cotengra=cotengra, tighter_limits=tighter)
+    plans = {path: Plan.from_path(equation, path, optimizer=source) for source, path in paths}
+    sources = {path: source for source, path in paths}
+    cheap = [n for n in names if not get_strategy(n).needs_gradient_plans]
+    costly = [n for n in names if get_strategy(n).needs_gradient_plans]
+    forward_path = tuple(tuple(step) for step in forward.path)
+    reuse = {r.name: r for r in known}
+    scored: list[PlanScore] = []
+    for path, plan in plans.items():
+        for name in cheap:
+            scored.append(score_path(plan, grad, name, itemsize=itemsize,
+                                     source=sources[path], budget=budget,
+                                     known=reuse.get(name) if path == forward_path else None))
+    for name in costly:
+        if name in reuse:
+            scored.append(score_path(forward, grad, name, itemsize=itemsize,
+                                     source=sources[forward_path], known=reuse[name]))
+    extra = TOP_FOR_GRADIENT_PLANS if equation.num_operands <= LARGE_NETWORK else 0
+    if costly and grad and extra:
+        key = objective_key(objective)
+        ranked = sorted(scored, key=key) if scored else []
+        chosen: list[LinearPath] = []
+        for plan_score in [*ranked, *pareto_front(scored)]:
+            if plan_score.path not in chosen:
+                chosen.append(plan_score.path)
+        if not chosen:
+            chosen = list(plans)
+        done = all(name in reuse for name in costly)
+        for path in [p for p in chosen if p != forward_path or not done][:extra]:
+            gradients = plan_gradients(equation, grad, optimize, forward=plans[path],
+                                       memory_limit=memory_limit, max_search_s=max_search_s)
+            for name in costly:
+                scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
+                                         source=sources[path], budget=budget,
+                                         gradients=gradients))
+    if not scored:
+        raise PlanningError("the search found no plan to score")
+    key = objective_key(objective)
+    return SearchResult(
+        objective=objective,
+        candidates=len(plans),
+        sources=tuple(dict.fromkeys(sources.values())),
+        pareto=pareto_front(scored),
+        forward_optimal=min(scored, key=lambda p: (p.forward_flops, key(p))),
+        training_optimal=min(scored, key=key),
+        smallest_peak=min(scored, key=lambda p: (p.peak_bytes, p.training_flops)),
+        search_s=time.perf_counter() - start,
+    )
+
+
+def recommend(result: SearchResult, budget: int | None) -> Recommendation:
+    """The plan minimising the objective within ``budget`` (see the module).
+
+    Each objective grows with both figures, so the best plan within a budget on the
+    training peak is on the Pareto front: the front is all that is searched.
+    """
+    key = objective_key(result.objective)
+    fitting = [p for p in result.pareto if p.fits(budget)]
+    if fitting:
+        plan = min(fitting, key=key)
+        return Recommendation(plan=plan, objective=result.objective, budget_bytes=budget,
+                              fits=True, label=RECOMMENDED_LABEL)
+    return Recommendation(plan=result.smallest_peak, objective=result.objective,
+                          budget_bytes=budget, fits=False, label=RECOMMENDED_LABEL)

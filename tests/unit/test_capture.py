@@ -1,0 +1,107 @@
+"""capture(): a model's torch.einsum calls, recorded in forward and backward, reported
+as a batch ranked by share of training FLOPs, saved as a cases file the CLI reads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from einsum_analyze import capture
+from einsum_analyze.cases import parse_cases
+from einsum_analyze.report import load_schema
+
+
+class _EinsumInBackward(torch.autograd.Function):
+    """A matrix product whose backward calls torch.einsum."""
+
+    @staticmethod
+    def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(a, b)
+        return a @ b
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a, b = ctx.saved_tensors
+        return torch.einsum("ik,jk->ij", grad, b), torch.einsum("ij,ik->jk", a, grad)
+
+
+def _model_step(w: torch.Tensor, v: torch.Tensor) -> None:
+    x = torch.randn(8, 3)
+    h = torch.einsum("bi,ij->bj", x, w)
+    y = _EinsumInBackward.apply(h, v)
+    attention = torch.einsum("bqd,bkd->bqk", torch.randn(2, 16, 8), torch.randn(2, 16, 8))
+    (y.sum() + attention.sum()).backward()
+
+
+def test_records_forward_and_backward_calls_with_counts() -> None:
+    original = torch.einsum
+    w = torch.randn(3, 4, requires_grad=True)
+    v = torch.randn(4, 5, requires_grad=True)
+    with capture() as captured:
+        for _ in range(3):
+            _model_step(w, v)
+    assert torch.einsum is original
+    calls = {(c.equation, c.phase): c for c in captured.calls}
+    assert set(calls) == {("bi,ij->bj", "forward"), ("bqd,bkd->bqk", "forward"),
+                          ("ik,jk->ij", "backward"), ("ij,ik->jk", "backward")}
+    forward = calls["bi,ij->bj", "forward"]
+    assert forward.count == 3
+    assert forward.shapes == ((8, 3), (3, 4))
+    assert forward.dtype == "float32"
+    assert forward.requires_grad == (False, True)
+    assert all(c.count == 3 for c in captured.calls)
+
+
+def test_without_capture_torch_einsum_is_untouched() -> None:
+    original = torch.einsum, torch.functional.einsum
+    with capture():
+        pass
+    assert (torch.einsum, torch.functional.einsum) == original
+    with pytest.raises(KeyError), capture():
+        raise KeyError("the scope ends with an error")
+    assert (torch.einsum, torch.functional.einsum) == original
+    torch.einsum("ij->j", torch.ones(2, 2))  # nothing records it
+
+
+def test_report_ranks_by_share_of_training_flops_and_validates() -> None:
+    w = torch.randn(3, 4, requires_grad=True)
+    v = torch.randn(4, 5, requires_grad=True)
+    with capture() as captured:
+        for _ in range(2):
+            _model_step(w, v)
+    report = captured.report()
+    shares = [entry.flops_share for entry in report.ranking]
+    assert shares == sorted(shares, reverse=True)
+    assert sum(shares) == pytest.approx(1.0)
+    assert report.ranking[0].call.equation == "bqd,bkd->bqk"
+    for entry in report.ranking:
+        assert entry.saving_bytes == entry.peak_bytes_autograd - entry.peak_bytes_recommended
+        assert entry.recommended
+    document = report.to_dict()
+    assert [case["name"] for case in document["cases"]] == [e.name for e in report.ranking]
+    import jsonschema
+
+    jsonschema.Draft202012Validator(load_schema()).validate(document)
+
+
+def test_save_writes_a_cases_file_the_cli_reads(tmp_path: Path) -> None:
+    w = torch.randn(3, 4, requires_grad=True)
+    v = torch.randn(4, 5, requires_grad=True)
+    with capture() as captured:
+        _model_step(w, v)
+    path = captured.save(tmp_path / "model.json")
+    entries = parse_cases(path.read_text(), "json")
+    assert [e.case.equation for e in entries if e.case] == [c.equation for c in captured.calls]
+    result = subprocess.run(
+        [sys.executable, "-m", "einsum_analyze", "--cases", str(path), "--json", "-"],
+        capture_output=True, text=True, check=False, cwd=Path(__file__).parents[2],
+    )
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["summary"]["ok"] == len(captured.calls)
