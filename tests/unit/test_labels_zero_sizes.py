@@ -199,3 +199,47 @@ def test_zero_size_cli_renders():
 def test_negative_sizes_are_still_refused():
     with pytest.raises(ShapeError, match="has size -1; sizes must be zero or more"):
         parse_equation("ab->a", [(2, -1)])
+
+
+# --- the search and the drop-in ----------------------------------------------------------
+
+SEARCHED = [
+    ("a0,0b,b1->a1", [(2, 3), (3, 4), (4, 5)]),
+    ("b0,0a", [(2, 3), (3, 4)]),
+    ("ij,jk,kl->il", [(2, 0), (0, 4), (4, 5)]),
+    ("abc,cd,de->abe", [(2, 3, 0), (0, 4), (4, 5)]),
+]
+
+
+@pytest.mark.parametrize(("text", "shapes"), SEARCHED, ids=[case[0] for case in SEARCHED])
+def test_the_training_search_takes_digits_and_zero_sizes(text, shapes):
+    report = analyze(text, shapes, dtype="float64", budget="1MiB",
+                     memory_limit="none,max_input")
+    assert report.recommended is not None and report.recommended.fits
+    if 0 in report.equation.size_dict.values():
+        assert report.recommended.plan.training_flops == 0
+    data = json.loads(json.dumps(report.to_dict(), allow_nan=False))
+    jsonschema.validate(data, load_schema())
+
+
+@pytest.mark.parametrize(("text", "shapes"), [*SEARCHED, *ZERO],
+                         ids=[case[0] for case in [*SEARCHED, *ZERO]])
+def test_the_drop_in_takes_digits_and_zero_sizes(text, shapes):
+    from einsum_analyze.torch import einsum
+
+    generator = torch.Generator().manual_seed(0)
+    ours = [torch.randn(s, generator=generator, dtype=torch.float64, requires_grad=True)
+            for s in shapes]
+    theirs = [t.detach().clone().requires_grad_() for t in ours]
+    relabelled = torch_equation(text, parse_equation(text, shapes).explicit)
+    assert relabelled is not None
+    got = einsum(text, *ours)
+    want = torch.einsum(relabelled, *theirs)
+    assert got.shape == want.shape
+    assert torch.allclose(got, want)
+    upstream = torch.randn(want.shape, generator=generator, dtype=torch.float64)
+    got.backward(upstream)
+    want.backward(upstream)
+    for mine, reference in zip(ours, theirs, strict=True):
+        assert mine.grad is not None and reference.grad is not None
+        assert torch.allclose(mine.grad, reference.grad)

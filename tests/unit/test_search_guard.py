@@ -137,3 +137,40 @@ def test_cli_refuses_a_bad_limit(value):
     assert result.exit_code == 2
     assert "--max-search-time" in result.stderr
     assert result.stdout == ""
+
+
+def test_the_training_search_keeps_the_limit(monkeypatch):
+    # The search (--objective/--budget) plans gradient contractions for its candidate
+    # paths: those searches follow --max-search-time as the report's own do.
+    import importlib
+
+    # The package exports a function named like the module: look the module up by name.
+    search_recommend = importlib.import_module("einsum_analyze.search.recommend")
+
+    seen: list[float | None] = []
+    original = search_recommend.plan_gradients
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs.get("max_search_s"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(search_recommend, "plan_gradients", recording)
+    report = analyze("ab,bc,cd,de->ae", [(2, 3), (3, 4), (4, 5), (5, 6)], objective="flops",
+                     strategies=("reverse", "independent"), max_search_s=7.5)
+    assert report.recommended is not None
+    assert seen and set(seen) == {7.5}
+
+
+def test_cases_keep_the_limit(tmp_path):
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps({"cases": [
+        {"name": "tn18", "equation": TN18["equation"], "shapes": TN18["shapes"]}]}))
+    start = time.monotonic()
+    result = CliRunner().invoke(
+        cli, ["--cases", str(cases), "--optimize", "optimal", "--max-search-time", "300ms",
+              "--device", "none", "--strategy", "reverse", "--json", "-"],
+        catch_exceptions=False)
+    assert time.monotonic() - start < 10.0
+    assert result.exit_code == 0, result.stderr
+    (case,) = json.loads(result.stdout)["cases"]
+    assert any("optimal stopped searching" in w for w in case["report"]["warnings"])
