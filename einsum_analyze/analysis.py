@@ -13,7 +13,13 @@ from .errors import BackendUnavailableError, PlanningError, ShapeError
 from .lowering import lower_events
 from .memory import MemoryProfile, forward_schedule, input_elements, simulate_memory
 from .parsing import parse_bytes, parse_operand_list
-from .planning import Plan, parse_memory_limit, plan_contraction
+from .planning import (
+    DEFAULT_MAX_SEARCH_S,
+    Plan,
+    SearchCallback,
+    parse_memory_limit,
+    plan_contraction,
+)
 from .report import Report, environment
 from .search import (
     BudgetSummary,
@@ -58,6 +64,8 @@ def analyze(
     objective: str | None = None,
     cotengra: bool | None = False,
     search_time: float = 0.3,
+    max_search_s: float | None = DEFAULT_MAX_SEARCH_S,
+    on_search: SearchCallback | None = None,
 ) -> Report:
     """Analyse an einsum: normalise it, plan its forward path, replay its memory.
 
@@ -93,6 +101,13 @@ def analyze(
         cotengra: Add cotengra's hyper-optimizer to the candidates (None: when installed).
         search_time: Seconds the search may spend re-contracting paths, shared by the
             limits of a sweep (at least :data:`MIN_SEARCH_TIME` each).
+        max_search_s: Seconds a path search may take (None: no limit): the forward
+            path's, then all the gradient contractions' together. A search still running
+            then stops; ``branch-*`` keeps the best path it had found, the others fall
+            back to greedy, and the report's warnings say so. Each limit of a sweep,
+            and each path the training search plans gradient contractions for, has its own.
+        on_search: Called with a one-line notice before a search that may take long
+            (exponential in the operands) starts, e.g. to print it at once.
 
     Returns:
         The :class:`Report`.
@@ -120,6 +135,7 @@ def analyze(
         sizes=sizes, optimize=optimize, dtype=dtype, grad=grad, strategies=strategies,
         strategy_options=options, budget_bytes=budget_bytes, objective=chosen_objective,
         cotengra=cotengra, search_time=max(search_time / len(limits), MIN_SEARCH_TIME),
+        max_search_s=max_search_s, on_search=on_search,
     )
     report = _analyze_one(equation, shapes, memory_limit=limits[0], **common)
     if len(limits) == 1:
@@ -147,6 +163,8 @@ def _analyze_one(
     objective: Objective | None,
     cotengra: bool | None,
     search_time: float,
+    max_search_s: float | None,
+    on_search: SearchCallback | None,
 ) -> Report:
     """One analysis under one memory limit (the body of :func:`analyze`)."""
     start = time.perf_counter()
@@ -160,7 +178,8 @@ def _analyze_one(
         shapes = shapes_from_sizes(equation, sizes)
     eq = parse_equation(equation, shapes)
     limit = parse_memory_limit(memory_limit, eq, itemsize)
-    plan = plan_contraction(eq, optimize, limit)
+    plan = plan_contraction(eq, optimize, limit, max_search_s=max_search_s,
+                            on_search=on_search)
     forward = simulate_memory(
         forward_schedule(plan),
         input_elements=input_elements(plan),
@@ -187,7 +206,8 @@ def _analyze_one(
     if chosen:
         if any(spec.needs_gradient_plans for spec in chosen):
             name_ = optimize.lower() if isinstance(optimize, str) else "auto"
-            gradients = plan_gradients(eq, operands, name_, forward=plan, memory_limit=limit)
+            gradients = plan_gradients(eq, operands, name_, forward=plan, memory_limit=limit,
+                                       max_search_s=max_search_s, on_search=on_search)
         for spec in chosen:
             result = build_strategy(
                 spec.name, plan, operands, itemsize=itemsize, gradients=gradients,
@@ -204,7 +224,7 @@ def _analyze_one(
     found, recommended, summary = _search(
         plan, operands, itemsize=itemsize, objective=objective, budget_bytes=budget_bytes,
         memory_limit=limit, optimize=optimize, cotengra=cotengra, search_time=search_time,
-        strategies=strategy_results,
+        strategies=strategy_results, max_search_s=max_search_s,
     )
     if recommended is not None and not recommended.fits:
         warnings.append(_no_fit_warning(recommended, summary))
@@ -316,6 +336,7 @@ def _search(
     cotengra: bool | None,
     search_time: float,
     strategies: Sequence[StrategyResult],
+    max_search_s: float | None,
 ) -> tuple[SearchResult | None, Recommendation | None, BudgetSummary | None]:
     """The search, its recommendation and the budget's summary (each None if not asked)."""
     found = recommended = None
@@ -326,7 +347,7 @@ def _search(
                              time_limit=search_time, cotengra=cotengra,
                              strategies=[s.name for s in strategies
                                          if get_strategy(s.name).lowered],
-                             known=strategies)
+                             known=strategies, max_search_s=max_search_s)
         recommended = recommend(found, budget_bytes)
     summary = None
     if budget_bytes is not None:

@@ -72,6 +72,8 @@ class CaseDefaults:
         devices: Where the case runs (``("cpu",)``, ``("none",)``); None: the command line's.
         repeats: Timed blocks per phase; None: the command line's.
         warmup: Untimed calls first; None: the command line's.
+        max_search_s: Seconds a path search may take (``--max-search-time``; the
+            command line's for every case, not a case key).
     """
 
     dtype: str = "float32"
@@ -85,6 +87,7 @@ class CaseDefaults:
     devices: tuple[str, ...] | None = None
     repeats: int | None = None
     warmup: int | None = None
+    max_search_s: float | None = 30.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -312,6 +315,7 @@ def analyze_case(case: Case) -> Report:
         strategies=options.strategies,
         budget=options.budget,
         objective=options.objective,
+        max_search_s=options.max_search_s,
     )
 
 

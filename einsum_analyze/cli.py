@@ -23,7 +23,7 @@ from . import __version__
 from ._types import DType
 from .backends import backend_help, backend_names
 from .errors import EinsumAnalyzeError
-from .parsing import parse_shapes, parse_sizes, parse_strategy_names
+from .parsing import parse_seconds, parse_shapes, parse_sizes, parse_strategy_names
 from .planning import OPTIMIZERS
 from .strategies import STRATEGIES, get_strategy, strategy_names
 from .terminal import (
@@ -148,7 +148,32 @@ class _AnalyzeCommand(_OneLineErrors):
         if argv[:1] == ["plot"]:
             name = f"{prog_name or self.name} plot"
             return plot_cli.main(argv[1:], prog_name=name, **kwargs)
-        return super().main(args, prog_name, **kwargs)
+        return super().main(self._arrow_equation_last(argv), prog_name, **kwargs)
+
+    def _arrow_equation_last(self, argv: list[str]) -> list[str]:
+        """Let an equation that starts with '->' (a scalar einsum) through without '--'.
+
+        click reads ``"->"`` as an option; the first argument that starts with ``->``
+        and is not an option's value moves after a ``--``, where click reads it as
+        EQUATION. Arguments after a ``--`` the user wrote are left as they are.
+        """
+        takes_value = {
+            name
+            for param in self.params
+            if isinstance(param, click.Option) and not param.is_flag and not param.count
+            for name in param.opts
+        }
+        skip = False
+        for position, arg in enumerate(argv):
+            if skip:
+                skip = False
+            elif arg == "--":
+                break
+            elif arg in takes_value:
+                skip = True
+            elif arg.startswith("->"):
+                return [*argv[:position], *argv[position + 1 :], "--", arg]
+        return argv
 
 
 @click.command(
@@ -175,6 +200,15 @@ class _AnalyzeCommand(_OneLineErrors):
     default="auto",
     show_default=True,
     help="opt_einsum path optimizer.",
+)
+@click.option(
+    "--max-search-time",
+    metavar="SECONDS",
+    default="30",
+    show_default=True,
+    help="Stop a path search after this long (30, 2.5, 500ms): branch-* keeps the best path "
+    "found so far, the others fall back to greedy, and a warning says so. Searches that "
+    "grow exponentially with the operands are announced on stderr before they start.",
 )
 @click.option(
     "--memory-limit",
@@ -302,6 +336,7 @@ def cli(
     shapes: str | None,
     sizes: str | None,
     optimize: str,
+    max_search_time: str,
     memory_limit: str | None,
     budget: str | None,
     objective: str | None,
@@ -338,7 +373,8 @@ def cli(
             max_flops, max_backward_flops, max_peak, max_retained, max_time, budget_strategy
         )
         settings = _Settings(optimize, memory_limit, dtype, grad,
-                             parse_strategy_names(strategies), budget, objective, cotengra)
+                             parse_strategy_names(strategies), budget, objective, cotengra,
+                             parse_seconds(max_search_time, "--max-search-time"))
         run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force)
         run.check(dtype)
         check_json_path(json_path)
@@ -386,6 +422,11 @@ def _analyze(
         budget=settings.budget,
         objective=settings.objective,
         cotengra=settings.cotengra,
+        max_search_s=settings.max_search_s,
+        on_search=lambda notice: click.echo(
+            f"note: {notice}; it stops after {settings.max_search_s:g} s (--max-search-time)",
+            err=True,
+        ),
     )
     out = console() if json_path != "-" else None
     if out is not None:
@@ -463,7 +504,8 @@ def _analyze_cases(
     defaults = CaseDefaults(dtype=settings.dtype, optimize=settings.optimize,
                             memory_limit=settings.memory_limit, grad=settings.grad,
                             strategies=settings.strategies, budgets=budgets,
-                            budget=settings.budget, objective=settings.objective)
+                            budget=settings.budget, objective=settings.objective,
+                            max_search_s=settings.max_search_s)
     entries = parse_cases(text, fmt, defaults)
     devices = run.device_list()
 
@@ -518,6 +560,7 @@ class _Settings:
     budget: str | None = None
     objective: str | None = None
     cotengra: bool = False
+    max_search_s: float = 30.0
 
 
 @dataclass(frozen=True)

@@ -213,7 +213,8 @@ def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
                                  strategies=["torch-autograd"]).strategies
         cap = torch_model.memory.peak_bytes
     report = analyze(equation, shapes, dtype=dtype, grad=list(grad), optimize=optimize,
-                     strategies=strategies, objective="flops", budget=cap)
+                     strategies=strategies, objective="flops",
+                     budget=cap if cap > 0 else None)  # zero-size operands: nothing to cap
     recommended = report.recommended
     if recommended is None:
         return None

@@ -21,7 +21,8 @@ MAX_DIM = 2**40
 
 _ELLIPSIS = "..."
 _ASCII_LABELS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_PLAIN = frozenset(_ASCII_LABELS + ",.->")
+_DIGITS = "0123456789"
+_PLAIN = frozenset(_ASCII_LABELS + _DIGITS + ",.->")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,7 +96,7 @@ def split_equation(text: str) -> tuple[list[str], str | None]:
         if char not in ",.->" and not _is_label(char):
             raise EquationError(
                 f"unknown character {char!r} at position {position} of the equation; "
-                "labels must be letters"
+                "labels are letters or digits"
             )
     if compact.count("->") > 1:
         raise EquationError("the equation has more than one '->'")
@@ -122,10 +123,13 @@ def split_equation(text: str) -> tuple[list[str], str | None]:
 def _is_label(char: str) -> bool:
     """Whether ``char`` may be a label.
 
-    ASCII letters, and any non-ASCII character (opt_einsum's generated symbols run
-    through unassigned code points); ASCII digits and punctuation are refused as typos.
+    ASCII letters and digits, as opt_einsum accepts them (``a0,0b->ab``), and any
+    non-ASCII character (opt_einsum's generated symbols run through unassigned code
+    points); ASCII punctuation is refused as a typo. A digit is a label like any other,
+    also beside ``...``: the ellipsis is exactly three dots, and a ``.`` outside one is
+    an error, so ``...0`` is the ellipsis then label ``0``.
     """
-    return char.isalpha() or not char.isascii()
+    return char.isalpha() or char in _DIGITS or not char.isascii()
 
 
 def _fresh_labels(used: set[str]) -> Iterator[str]:
@@ -163,9 +167,10 @@ def _check_dims(shapes: Sequence[Sequence[int]]) -> tuple[Shape, ...]:
                 raise ShapeError(
                     f"operand {number} dimension {axis} has size {raw!r}; sizes are integers"
                 ) from None
-            if dim < 1:
+            if dim < 0:
                 raise ShapeError(
-                    f"operand {number} dimension {axis} has size {dim}; sizes must be positive"
+                    f"operand {number} dimension {axis} has size {dim}; sizes must be "
+                    "zero or more"
                 )
             if dim > MAX_DIM:
                 raise ShapeError(

@@ -52,8 +52,8 @@ class Layout:
 def _memory_labels(dims: str, sizes: Mapping[str, int]) -> tuple[tuple[str, ...], bool]:
     """Memory order and density of a contiguous tensor's one-axis-per-label view.
 
-    Returns the distinct labels (size > 1) by decreasing stride, and whether the view
-    is dense.
+    Returns the distinct labels (size other than 1: a size-0 label is not squeezed) by
+    decreasing stride, and whether the view is dense.
 
     A repeated label (a diagonal) has the sum of its positions' strides; such a view is
     not dense.
@@ -63,7 +63,7 @@ def _memory_labels(dims: str, sizes: Mapping[str, int]) -> tuple[tuple[str, ...]
     count: dict[str, int] = {}
     for char in reversed(dims):
         size = sizes[char]
-        if size > 1:
+        if size != 1:
             label_stride[char] = label_stride.get(char, 0) + stride
             count[char] = count.get(char, 0) + 1
         stride *= size
@@ -131,7 +131,7 @@ def lower_contraction(
     if len(layouts) > 2:
         # torch.einsum's result, copied contiguous: its labels in the output's order.
         return Kernel(kind="einsum", inputs=(), out_order=_memory_labels(output, sizes)[0])
-    big = {char for char in output if sizes[char] > 1}
+    big = {char for char in output if sizes[char] != 1}
     if len(layouts) == 1:
         (layout,) = layouts
         private = [char for char in layout.dims if char not in big]
@@ -144,8 +144,8 @@ def lower_contraction(
         return Kernel(kind="copy", inputs=(prep,), out_order=kept)
 
     a_layout, b_layout = layouts
-    a_labels = {c for c in a_layout.dims if sizes[c] > 1}
-    b_labels = {c for c in b_layout.dims if sizes[c] > 1}
+    a_labels = {c for c in a_layout.dims if sizes[c] != 1}
+    b_labels = {c for c in b_layout.dims if sizes[c] != 1}
     a_order, a_dense, a_reduce, a_keep, a_work = _prepare(
         a_layout, [c for c in a_labels if c not in b_labels and c not in big], sizes
     )
@@ -234,21 +234,35 @@ def lower_events(
     # Intermediates the forward pass frees are not kept for backward.
     freed_in_forward = {e.tensor for e in events if e.kind == "free" and e.phase == "forward"}
     lowered: list[Event] = []
+    # A schedule may repeat one event object on inputs of the same layouts (the
+    # independent strategy's re-rooted cores share their steps): lower it once. The
+    # entry holds the key's objects, so that their ids stay theirs.
+    done: dict[tuple[int, ...], tuple[Event, Layout, Event, list[Layout]]] = {}
     for event in events:
         if event.kind == "free":
             layouts.pop(event.tensor, None)
             lowered.append(event)
             continue
+        if event.op == "contract" and event.phase == "backward":
+            given = [layouts[name] for name in event.inputs]
+            key = (id(event), *map(id, given))
+            hit = done.get(key)
+            if hit is None:
+                out_term = event.equation.partition("->")[2]
+                chosen = _lowered(tuple(given), out_term, sizes, cache)
+                out = Layout.packed(out_term, chosen.out_order)
+                hit = (event._replace(kernel=chosen, workspace=chosen.workspace), out, event,
+                       given)
+                done[key] = hit
+            layouts[event.tensor] = hit[1]
+            lowered.append(hit[0])
+            continue
         lhs, _, out_term = event.equation.partition("->")
         match event.op:
             case "contract":
                 terms = lhs.split(",") if event.inputs else []
-                inputs = tuple(layouts[name] for name in event.inputs)
-                kernel = cache.get((inputs, out_term)) if cache is not None else None
-                if kernel is None:
-                    kernel = lower_contraction(inputs, out_term, sizes)
-                    if cache is not None:
-                        cache[(inputs, out_term)] = kernel
+                kernel = _lowered(tuple(layouts[name] for name in event.inputs), out_term,
+                                  sizes, cache)
                 if event.phase == "forward" and kernel.kind == "bmm":
                     promote = tuple(
                         position
@@ -273,3 +287,18 @@ def lower_events(
                 layouts[event.tensor] = Layout.contiguous(out_term, sizes)
                 lowered.append(event)
     return tuple(lowered)
+
+
+def _lowered(
+    inputs: tuple[Layout, ...],
+    out_term: str,
+    sizes: Mapping[str, int],
+    cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
+) -> Kernel:
+    """:func:`lower_contraction`, through ``cache`` when one is given."""
+    found = cache.get((inputs, out_term)) if cache is not None else None
+    if found is None:
+        found = lower_contraction(inputs, out_term, sizes)
+        if cache is not None:
+            cache[(inputs, out_term)] = found
+    return found

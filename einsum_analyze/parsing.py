@@ -173,12 +173,17 @@ def parse_sizes(text: str) -> dict[str, int]:
     for item in text.split(","):
         label, sep, value = item.strip().partition("=")
         label, value = label.strip(), value.strip()
-        if not sep or len(label) != 1 or not label.isalpha() or not _DIM.match(value):
+        if not sep or len(label) != 1 or not _is_label(label) or not _DIM.match(value):
             raise ShapeError(f"--sizes item {item.strip()!r} is not of the form label=size")
         if label in sizes:
             raise ShapeError(f"--sizes gives index {label!r} twice")
         sizes[label] = _whole(value, f"--sizes index {label!r}")
     return sizes
+
+
+def _is_label(char: str) -> bool:
+    """Whether ``char`` may name an index: a letter, an ASCII digit (as in ``a0,0b->ab``)."""
+    return char.isalpha() or char in "0123456789"
 
 
 def parse_operand_list(text: str, num_operands: int) -> tuple[int, ...]:
@@ -264,8 +269,8 @@ def sizes_from_value(value: object, where: str) -> dict[str, int]:
         raise ShapeError(f"{where} sizes must be a table like {{a = 2}} or text a=2,b=3")
     sizes: dict[str, int] = {}
     for label, size in value.items():
-        if len(label) != 1 or not label.isalpha():
-            raise ShapeError(f"{where} sizes has {label!r}; an index is one letter")
+        if len(label) != 1 or not _is_label(label):
+            raise ShapeError(f"{where} sizes has {label!r}; an index is one letter or digit")
         if isinstance(size, bool) or not isinstance(size, int):
             raise ShapeError(
                 f"{where} gives index {label!r} size {size!r}; sizes are whole numbers"

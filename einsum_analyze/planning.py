@@ -8,7 +8,11 @@ Planners see labels and sizes, never arrays. FLOPs follow opt_einsum's conventio
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from ._types import Label, LinearPath, SizeDict, SsaPath, Term
@@ -17,13 +21,17 @@ from .errors import PlanningError
 from .parsing import parse_memory_limit  # moved to parsing; importable here as before
 
 __all__ = [
+    "DEFAULT_MAX_SEARCH_S",
     "OPTIMIZERS",
+    "TIME_LIMIT_NOTE",
     "Plan",
+    "SearchCallback",
     "Step",
     "count_flops",
     "check_memory_limit",
     "parse_memory_limit",
     "plan_contraction",
+    "search_notice",
     "size_of",
 ]
 
@@ -44,6 +52,30 @@ OPTIMIZERS: tuple[str, ...] = (
     "random-greedy-128",
 )
 """opt_einsum's optimizer names (checked against the installed opt_einsum in the tests)."""
+
+DEFAULT_MAX_SEARCH_S = 30.0
+"""Seconds a path search may take before the planner stops it (``--max-search-time``)."""
+
+_EXPONENTIAL = {
+    "optimal": 8,
+    "branch-all": 10,
+    "branch-2": 14,
+    "dp": 16,
+    "dynamic-programming": 16,
+}
+"""Searches whose time grows exponentially with the operands, and the number of operands
+above which they are announced before they start (``optimal`` on 9 operands takes about a
+second; ``dp`` depends on the network's connectivity)."""
+
+_GREEDY_FAMILY = frozenset({"greedy", "eager", "opportunistic", "auto"})
+"""Optimizers that never search long (``auto`` picks a bounded search for up to 14
+operands and greedy above): no deadline is set for them."""
+
+TIME_LIMIT_NOTE = "(--max-search-time)"
+"""Marks the warnings of a search stopped at its time limit."""
+
+SearchCallback = Callable[[str], None]
+"""Called with a one-line notice before a search that may take long starts."""
 
 
 def size_of(labels: str, size_dict: SizeDict) -> int:
@@ -182,6 +214,9 @@ def plan_contraction(
     *,
     subject: str = "the forward pass",
     note_output: bool = True,
+    max_search_s: float | None = DEFAULT_MAX_SEARCH_S,
+    on_search: SearchCallback | None = None,
+    deadline: float | None = None,
 ) -> Plan:
     """Choose a forward path with opt_einsum and describe every step.
 
@@ -198,6 +233,14 @@ def plan_contraction(
         memory_limit: Largest intermediate allowed, in elements (opt_einsum's meaning).
         subject: What is planned, for the warnings (``"operand 3's gradient"``).
         note_output: Warn when the final output alone is over the limit.
+        max_search_s: Seconds the search may take (None: no limit). A search still
+            running then stops: ``branch-*`` keeps the best path it had found, the
+            others fall back to greedy, and the plan's warnings say so. The limit
+            holds in the main thread, where a timer signal can stop the search.
+        on_search: Called with a notice, before it starts, when the search may take
+            long (:func:`search_notice`).
+        deadline: A ``time.monotonic()`` time the search must end by, shared by
+            several searches (the gradient cores); overrides ``max_search_s``.
 
     Returns:
         The :class:`Plan`.
@@ -219,8 +262,14 @@ def plan_contraction(
             raise PlanningError(
                 f"unknown optimizer {optimize!r}; choose one of: {', '.join(OPTIMIZERS)}"
             )
+        if deadline is None and max_search_s is not None:
+            deadline = time.monotonic() + max_search_s
         try:
-            plan = _build_plan(equation, _find_path(equation, name, memory_limit), name)
+            found, used, note = _search_path(equation, name, memory_limit, deadline=deadline,
+                                             on_search=on_search, subject=subject)
+            plan = _build_plan(equation, found, used)
+            if note:
+                plan = replace(plan, warnings=(note.format(flops=plan.flops),))
         except PlanningError as err:
             if memory_limit is None or name == "greedy":
                 raise
@@ -306,8 +355,110 @@ def check_memory_limit(
     return replace(plan, warnings=tuple(warnings))
 
 
+def search_notice(equation: Equation, name: str, subject: str = "the forward pass") -> str | None:
+    """A notice for a search whose time grows exponentially with the operands; else None.
+
+    Example:
+        >>> from einsum_analyze import parse_equation
+        >>> eq = parse_equation(",".join(["ab"] * 9), [(2, 3)] * 9)
+        >>> search_notice(eq, "optimal")[:60]
+        "searching the forward pass's path with 'optimal' over 9 oper"
+    """
+    above = _EXPONENTIAL.get(name)
+    if above is None or equation.num_operands <= above:
+        return None
+    return (
+        f"searching {subject}'s path with {name!r} over {equation.num_operands} operands "
+        f"and {len(equation.size_dict)} indices: the search grows exponentially with the "
+        "operands and may take long"
+    )
+
+
+class _SearchTimeout(BaseException):
+    """Raised by the timer signal inside opt_einsum's search.
+
+    A BaseException: nothing in the search may catch it.
+    """
+
+
+@contextmanager
+def _alarm(deadline: float | None) -> Iterator[bool]:
+    """Raise :class:`_SearchTimeout` in this thread when ``deadline`` passes.
+
+    Yields whether the deadline is armed: only in the main thread, where signals are
+    delivered, on platforms with ``setitimer``, and when no other timer is running.
+    """
+    if (
+        deadline is None
+        or not hasattr(signal, "setitimer")
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    ):
+        yield False
+        return
+
+    def ring(signum: int, frame: object) -> None:
+        raise _SearchTimeout
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 1e-6))
+        yield True
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _search_path(
+    equation: Equation,
+    name: str,
+    memory_limit: int | None,
+    *,
+    deadline: float | None,
+    on_search: SearchCallback | None,
+    subject: str,
+) -> tuple[list[tuple[int, ...]], str, str | None]:
+    """opt_einsum's path, searched under a deadline.
+
+    Returns the path, the optimizer whose path it is, and a warning template if the
+    search stopped (with a ``{flops}`` field for the path's FLOPs).
+    """
+    if equation.num_operands <= 2 or name in _GREEDY_FAMILY:
+        return _find_path(equation, name, memory_limit), name, None
+    notice = search_notice(equation, name, subject)
+    if notice is not None and on_search is not None:
+        on_search(notice)
+    from opt_einsum import paths
+
+    nbranch = {"branch-1": 1, "branch-2": 2, "branch-all": None}
+    optimizer = paths.BranchBound(nbranch=nbranch[name]) if name in nbranch else None
+    start = time.monotonic()
+    if deadline is not None and start >= deadline:
+        found: list[tuple[int, ...]] | None = None
+    else:
+        try:
+            with _alarm(deadline):
+                found = _find_path(equation, name, memory_limit, optimizer)
+            return found, name, None
+        except _SearchTimeout:
+            found = None
+            best = optimizer.best.get("ssa_path") if optimizer is not None else None
+            if best is not None:
+                found = [tuple(int(i) for i in step) for step in paths.ssa_to_linear(best)]
+    spent = time.monotonic() - start
+    what = (f"{name} stopped searching {subject}'s path after {spent:.3g} s, at the time "
+            f"limit {TIME_LIMIT_NOTE}")
+    if found is not None:
+        return found, name, (f"{what}; the report uses the best path it had found "
+                             "({flops:,} FLOPs)")
+    greedy = _find_path(equation, "greedy", memory_limit)
+    return greedy, "greedy", (f"{what}, before finding a path; the report uses greedy's "
+                              "path ({flops:,} FLOPs)")
+
+
 def _find_path(
-    equation: Equation, name: str, memory_limit: int | None
+    equation: Equation, name: str, memory_limit: int | None,
+    optimizer: Callable[..., Sequence[Sequence[int]]] | None = None,
 ) -> list[tuple[int, ...]]:
     """opt_einsum's path for ``equation`` with optimizer ``name``."""
     num_ops = equation.num_operands
@@ -317,7 +468,10 @@ def _find_path(
 
     input_sets = [frozenset(term) for term in equation.terms]
     try:
-        found = paths.get_path_fn(name)(
+        search: Callable[..., Sequence[Sequence[int]]] = (
+            optimizer if optimizer is not None else paths.get_path_fn(name)
+        )
+        found = search(
             input_sets, frozenset(equation.output), dict(equation.size_dict), memory_limit
         )
     except (ValueError, KeyError, RuntimeError) as err:

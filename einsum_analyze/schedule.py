@@ -21,7 +21,7 @@ class InputPrep:
     """What happens to one input before the product.
 
     Attributes:
-        reduce: Labels summed away first (private to this input, size > 1).
+        reduce: Labels summed away first (private to this input, size other than 1).
         keep: Memory order of the labels kept by the sum (when ``reduce``).
         copy: Memory order of a dense copy made before the product; empty for none.
         order: Memory order of the input as the product reads it (size-1 labels left out).
@@ -46,7 +46,7 @@ class Kernel:
         left: Labels of the first input kept in the output.
         contracted: Labels summed by the product.
         right: Labels of the second input kept in the output.
-        out_order: Memory order of the output's labels (size > 1).
+        out_order: Memory order of the output's labels (size other than 1).
         workspace: Elements of each temporary, in allocation order.
         promote: Inputs whose dense copy replaces them once the step is done, because
             they are kept for backward: one tensor is kept, not two, and the backward

@@ -16,14 +16,20 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["TORCH_LABELS", "ascii_equation", "contract_along_path", "contract_step",
-           "torch_equation", "widest_step"]
+           "torch_equation", "torch_readable", "widest_step"]
 
 TORCH_LABELS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 """The only labels torch.einsum reads."""
 
+_KEPT = frozenset(",->. ")
+"""Characters of an equation that are not labels."""
+
 
 def ascii_equation(equation: str) -> str:
     r"""Relabel an equation with ASCII letters, which torch.einsum requires.
+
+    Labels get the letters in order of first appearance; commas, the arrow, spaces and
+    the dots of ``...`` are kept.
 
     Raises:
         ValueError: More than 52 distinct labels.
@@ -31,11 +37,13 @@ def ascii_equation(equation: str) -> str:
     Example:
         >>> ascii_equation("\u00e0b,b->\u00e0")
         'ab,b->a'
+        >>> ascii_equation("a0,0b->ab")
+        'ab,bc->ac'
     """
     mapping: dict[str, str] = {}
     out = []
     for char in equation:
-        if char in ",->":
+        if char in _KEPT:
             out.append(char)
             continue
         if char not in mapping:
@@ -46,24 +54,41 @@ def ascii_equation(equation: str) -> str:
     return "".join(out)
 
 
+def torch_readable(text: str) -> bool:
+    """Whether torch.einsum reads ``text`` as it is: every label an ASCII letter.
+
+    Example:
+        >>> torch_readable("ab,bc->ac"), torch_readable("a0,0b->ab")
+        (True, False)
+    """
+    return all(char in TORCH_LABELS or char in _KEPT for char in text)
+
+
 def torch_equation(text: str, explicit: str) -> str | None:
     r"""The equation to hand torch.einsum, or None when no single call can take it.
 
-    ``text`` (as typed) when it is ASCII; else ``explicit`` relabelled with ASCII
-    letters; None with more than 52 distinct labels.
+    The one relabelling of the oracle and the torch baselines. ``text`` (as typed)
+    when every label is an ASCII letter. Otherwise the labels (digits, non-ASCII
+    symbols) are relabelled with ASCII letters in order of first appearance: ``text``
+    when it names its output (``...`` and spaces kept), else ``explicit``, whose output
+    is the normalised one (torch would sort relabelled labels into another order).
+    None with more than 52 distinct labels.
 
     Example:
-        >>> greek = "\u03b1\u03b2,\u03b2\u03b3->\u03b1\u03b3"
+        >>> greek = "αβ,βγ->αγ"
         >>> torch_equation(greek, greek)
         'ab,bc->ac'
+        >>> torch_equation("...0, 0 -> ...", "bc0,0->bc")
+        '...a, a -> ...'
+        >>> torch_equation("b0,0a", "b0,0a->ab")
+        'ab,bc->ca'
     """
-    if text.isascii():
+    if torch_readable(text):
         return text
     try:
-        return ascii_equation(explicit)
+        return ascii_equation(text if "->" in text else explicit)
     except ValueError:
         return None
-
 
 
 def _steps(explicit: str, shapes: Sequence[Sequence[int]],

@@ -76,7 +76,7 @@ class _Input:
         distinct = "".join(dict.fromkeys(term))
         self.term = term
         self.drop = tuple(p for p, c in enumerate(distinct) if sizes[c] == 1)
-        labels = "".join(c for c in distinct if sizes[c] > 1)
+        labels = "".join(c for c in distinct if sizes[c] != 1)
         self.reduce_perm: tuple[int, ...] = ()
         self.reduce_dims: tuple[int, ...] = ()
         self.keep_shape: tuple[int, ...] = ()

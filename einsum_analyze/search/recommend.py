@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from .._types import LinearPath
 from ..equation import Equation
 from ..errors import PlanningError
-from ..planning import Plan
+from ..planning import DEFAULT_MAX_SEARCH_S, Plan
 from ..strategies import (
     LARGE_NETWORK,
     GradientPlan,
@@ -167,6 +167,7 @@ def search_plans(
     cotengra: bool | None = False,
     strategies: Sequence[str] | None = None,
     known: Sequence[StrategyResult] = (),
+    max_search_s: float | None = DEFAULT_MAX_SEARCH_S,
 ) -> SearchResult:
     """Search candidate paths and strategies for the training step (see the module).
 
@@ -184,6 +185,8 @@ def search_plans(
             them (none such, or None: every one it runs).
         known: Results already built on ``forward`` with the same options (the report's
             strategies): reused, not built again.
+        max_search_s: Seconds each candidate path's gradient cores may spend in their
+            path searches together (``--max-search-time``; None: no limit).
     """
     start = time.perf_counter()
     equation = forward.equation
@@ -228,7 +231,7 @@ def search_plans(
         done = all(name in reuse for name in costly)
         for path in [p for p in chosen if p != forward_path or not done][:extra]:
             gradients = plan_gradients(equation, grad, optimize, forward=plans[path],
-                                       memory_limit=memory_limit)
+                                       memory_limit=memory_limit, max_search_s=max_search_s)
             for name in costly:
                 scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
                                          source=sources[path], budget=budget,

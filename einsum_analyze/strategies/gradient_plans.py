@@ -12,8 +12,17 @@ from collections.abc import Sequence
 
 from ..equation import Equation
 from ..gradients import GradientSpec, derive_gradients
-from ..planning import Plan, check_memory_limit, plan_contraction
+from ..planning import (
+    DEFAULT_MAX_SEARCH_S,
+    TIME_LIMIT_NOTE,
+    Plan,
+    SearchCallback,
+    check_memory_limit,
+    plan_contraction,
+    search_notice,
+)
 from .common import GradientPlan
+from .rerooted import RerootedTree
 
 __all__ = [
     "LARGE_NETWORK",
@@ -41,6 +50,9 @@ def plan_gradients(
     optimize: str = "auto",
     forward: Plan | None = None,
     memory_limit: int | None = None,
+    *,
+    max_search_s: float | None = DEFAULT_MAX_SEARCH_S,
+    on_search: SearchCallback | None = None,
 ) -> GradientPlan:
     """Derive and plan the core contraction of every operand in ``operands``.
 
@@ -53,6 +65,10 @@ def plan_gradients(
     ``memory_limit`` bounds every core's intermediates as it bounds the forward path's
     (:func:`einsum_analyze.planning.plan_contraction`): a core whose path breaks it is
     replanned with greedy under the limit, and the warnings say so.
+
+    ``max_search_s`` bounds the searches of all the cores together (one deadline,
+    :func:`~einsum_analyze.planning.plan_contraction`); ``on_search`` is told once, before
+    they start, when each may take long.
     """
     start = time.perf_counter()
     specs = derive_gradients(equation, operands)
@@ -75,22 +91,34 @@ def plan_gradients(
             f"instead of planning each with {optimize!r}: {reason}"
         )
     if forward is not None and rerooted:
+        tree = RerootedTree(forward)
         plans = []
         for spec in specs:
-            core = spec.core(equation)
-            plan = Plan.from_path(core, _rerooted_path(forward, spec.operand),
-                                  optimizer=optimizer)
+            plan = tree.core_plan(spec, optimizer)
             if memory_limit is not None:
                 plan = check_memory_limit(plan, memory_limit, note_output=False,
                                           subject=f"operand {spec.operand}'s gradient")
             plans.append(plan)
     else:
+        deadline = None if max_search_s is None else time.monotonic() + max_search_s
+        cores = [spec.core(equation) for spec in specs]
+        notice = search_notice(cores[0], optimizer, "each gradient contraction") if cores else None
+        if notice is not None and on_search is not None:
+            on_search(f"{notice} ({len(cores)} searches)")
         plans = [
-            plan_contraction(spec.core(equation), optimizer, memory_limit, note_output=False,
-                             subject=f"operand {spec.operand}'s gradient")
-            for spec in specs
+            plan_contraction(core, optimizer, memory_limit, note_output=False,
+                             subject=f"operand {spec.operand}'s gradient", deadline=deadline)
+            for spec, core in zip(specs, cores, strict=True)
         ]
     warnings.extend(_limit_warnings(specs, plans, memory_limit))
+    stopped = [spec.operand for spec, plan in zip(specs, plans, strict=True)
+               if any(TIME_LIMIT_NOTE in w for w in plan.warnings)]
+    if stopped:
+        warnings.append(
+            f"the path searches of the gradient contractions of operands {_listed(stopped)} "
+            f"stopped at the time limit of {max_search_s:g} s {TIME_LIMIT_NOTE}: each uses "
+            f"the best path {optimize!r} had found, or greedy's"
+        )
     return GradientPlan(
         operands=tuple(operands),
         specs=specs,
@@ -101,50 +129,20 @@ def plan_gradients(
     )
 
 
-def _rerooted_path(forward: Plan, operand: int) -> list[tuple[int, ...]]:
-    """A linear path for operand ``operand``'s core, from the forward tree re-rooted.
-
-    The core's inputs are the upstream gradient (position 0) and the other operands in
-    order. Every forward step away from the operand is replayed as it was; then the
-    upstream gradient meets, from the root down, the sibling results along the
-    operand's path to the root. That is reverse mode for one operand alone.
-    """
-    from opt_einsum.paths import ssa_to_linear
-
-    num_ops = forward.equation.num_operands
-    holds = {k: k == operand for k in range(num_ops)}
-    for step in forward.steps:
-        holds[step.output] = any(holds[i] for i in step.inputs)
-    ids = {j: (j + 1 if j < operand else j) for j in range(num_ops) if j != operand}
-    next_id = num_ops
-    ssa: list[tuple[int, ...]] = []
-    for step in forward.steps:
-        if not holds[step.output]:
-            ssa.append(tuple(ids[i] for i in step.inputs))
-            ids[step.output] = next_id
-            next_id += 1
-    accumulated = 0
-    for step in reversed(forward.steps):
-        if holds[step.output]:
-            siblings = tuple(ids[i] for i in step.inputs if not holds[i])
-            ssa.append((accumulated, *siblings))
-            accumulated = next_id
-            next_id += 1
-    return [tuple(int(p) for p in contraction) for contraction in ssa_to_linear(ssa)]
-
-
 def _limit_warnings(
     specs: Sequence[GradientSpec], plans: Sequence[Plan], memory_limit: int | None
 ) -> list[str]:
     """The first core's memory-limit warnings in full, the others' in one line."""
-    warned = [(spec.operand, plan) for spec, plan in zip(specs, plans, strict=True)
-              if plan.warnings]
+    warned = [(spec.operand, [w for w in plan.warnings if TIME_LIMIT_NOTE not in w])
+              for spec, plan in zip(specs, plans, strict=True)]
+    warned = [(k, listed) for k, listed in warned if listed]
     if not warned or memory_limit is None:
         return []
-    out = list(warned[0][1].warnings)
-    rest = warned[1:]
-    met = [k for k, plan in rest if _largest(plan) <= memory_limit]
-    broke = [k for k, plan in rest if _largest(plan) > memory_limit]
+    by_operand = dict(zip((spec.operand for spec in specs), plans, strict=True))
+    out = list(warned[0][1])
+    rest = [k for k, _ in warned[1:]]
+    met = [k for k in rest if _largest(by_operand[k]) <= memory_limit]
+    broke = [k for k in rest if _largest(by_operand[k]) > memory_limit]
     if met:
         out.append(
             f"the gradient contractions of operands {_listed(met)} also broke the memory "

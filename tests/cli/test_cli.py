@@ -212,14 +212,14 @@ def test_version_and_help():
 # --- errors: exit code 2, one line on stderr naming the culprit, nothing on stdout ------------
 
 ERRORS = {
-    "bad-character": (["ab,b1->a", "--shapes", "2x3,3x4"], "unknown character '1'"),
+    "bad-character": (["ab,b#->a", "--shapes", "2x3,3x4"], "unknown character '#'"),
     "arrow-twice": (["a->b->c", "--shapes", "2"], "more than one '->'"),
     "output-index": (["ab,bc->az", "--shapes", "2x3,3x4"], "output index 'z'"),
     "rank-mismatch": (["ab,bc->ac", "--shapes", "2x3,3"], "operand 1 has subscripts 'bc'"),
     "ellipsis-rank": (["...ij->ij", "--shapes", "3"], "operand 0 has subscripts '...ij'"),
     "size-conflict": (["ab,bc->ac", "--shapes", "2x3,4x5"], "index 'b' has size 3"),
     "diagonal-sizes": (["ii->", "--shapes", "2x3"], "repeats index 'i' with sizes 2 and 3"),
-    "zero-size": (["ab->a", "--shapes", "2x0"], "has size 0"),
+    "negative-size": (["ab->a", "--shapes", "[[2,-1]]"], "has size -1"),
     "absurd-size": (["a->a", "--sizes", "a=2000000000000"], "beyond the limit"),
     "shape-count": (["ab,bc->ac", "--shapes", "2x3"], "2 operand(s) but 1 shape(s)"),
     "bad-shapes": (["ab,bc->ac", "--shapes", "2x,3x4"], "--shapes item 0 '2x'"),

@@ -33,11 +33,11 @@ def test_module_version():
 
 
 def test_module_error_exit_code():
-    result = run(sys.executable, "-m", "einsum_analyze", "ab,b1->a", "--shapes", "2x3,3x4",
+    result = run(sys.executable, "-m", "einsum_analyze", "ab,b#->a", "--shapes", "2x3,3x4",
                  "--device", "none")
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.startswith("Error: unknown character '1'")
+    assert result.stderr.startswith("Error: unknown character '#'")
     assert result.stderr.count("\n") == 1
 
 
@@ -79,9 +79,9 @@ def test_installed_script():
     result = run(script, "ab,bc->ac", "--shapes", "2x3,3x4", "--device", "none", "--json", "-")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["forward"]["flops"] == 48
-    result = run(script, "ab,b1->a", "--shapes", "2x3,3x4", "--device", "none")
+    result = run(script, "ab,b#->a", "--shapes", "2x3,3x4", "--device", "none")
     assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr.startswith("Error: unknown character '1'")
+    assert result.stderr.startswith("Error: unknown character '#'")
 
 
 def test_core_imports_no_torch_click_or_rich():

@@ -47,6 +47,34 @@ def test_cuda_baselines_run_and_agree() -> None:
         assert run.max_grad_error is not None and run.max_grad_error < 1e-3
 
 
+ZERO_AND_DIGITS = [
+    ("ij,jk->ik", [[2, 0], [0, 4]]),
+    ("ij,jk,kl->il", [[0, 3], [3, 4], [4, 5]]),
+    ("ii->i", [[0, 0]]),
+    ("a0,0b,b1->a1", [[8, 16], [16, 32], [32, 4]]),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("equation", "shapes"), ZERO_AND_DIGITS,
+                         ids=[case[0] for case in ZERO_AND_DIGITS])
+def test_cuda_zero_sizes_and_digit_labels_run(equation: str, shapes: list[list[int]]) -> None:
+    # Issue 10 item 6 on CUDA: empty tensors and digit labels run, gradients check, and
+    # every run (baselines included) completes.
+    report = execute(analyze(equation, shapes, dtype="float64"), devices=["cuda"], repeats=2,
+                     warmup=1)
+    assert report.runs
+    for run in report.runs:
+        assert run.skipped is None, (run.strategy, run.skipped)
+        assert run.max_grad_error is None or run.max_grad_error < 1e-10
+    for run in report.runs:
+        if not run.is_baseline:
+            assert run.peak_bytes_measured is not None and run.peak_bytes_predicted is not None
+            gap = abs(run.peak_bytes_measured - run.peak_bytes_predicted)
+            assert gap <= 4 * ROUNDING, (run.strategy, run.peak_bytes_measured,
+                                         run.peak_bytes_predicted)
+
+
 def _corpus_small() -> list:
     import sys
 

@@ -4,7 +4,7 @@ Skipped without CUDA (tests/conftest.py skips every test marked gpu). On the CPU
 retained bytes equal ``saved_tensors_hooks`` and its peaks equal the allocator's
 (tests/property/test_torch_einsum_saved.py); here the same on the CUDA caching allocator,
 which rounds every block up to 512 bytes: kept bytes exact, and the peaks within cuBLAS's
-staging copies of strided bmm operands above the model (docs/torch-model.md).
+staging copies of strided bmm operands above the model (docs/method.md section 9).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def test_cuda_kept_bytes_and_peaks(case: Case, dtype) -> None:
     assert kept == model.retained_elements * itemsize
     # cuBLAS stages a bmm operand that has no unit stride in its matrix dims (a diagonal,
     # a strided reshape) in a contiguous copy freed after the call; the CPU's bmm reads
-    # it as it is (docs/torch-model.md). At most both operands of one bmm: a bound.
+    # it as it is (docs/method.md section 9). At most both operands of one bmm: a bound.
     staging = 2 * _largest_block(eq, model.events, itemsize)
     assert memory.forward_peak_bytes <= forward <= memory.forward_peak_bytes + staging, (
         forward, memory.forward_peak_bytes)
@@ -95,7 +95,7 @@ def _largest_block(eq, events, itemsize: int) -> int:
 
 @pytest.mark.gpu
 def test_cuda_bmm_stages_an_operand_with_no_unit_stride() -> None:
-    # The mechanism the bound above allows for (docs/torch-model.md): a diagonal view as a
+    # The mechanism the bound above allows for (docs/method.md section 9): a diagonal view as a
     # bmm operand, strides (16, 5) in its matrix dims, is cloned for cuBLAS; a contiguous
     # one is not.
     device = torch.device("cuda")
