@@ -114,7 +114,7 @@ class Step:
         output: Single-use id of the tensor produced.
         input_terms: Labels of each consumed tensor.
         output_term: Labels of the produced tensor.
-        removed: Labels summed away by this step.
+        summed: Labels summed away by this step.
         flops: FLOPs of the step (opt_einsum convention).
         output_elements: Elements of the produced tensor.
     """
@@ -125,7 +125,7 @@ class Step:
     output: int
     input_terms: tuple[Term, ...]
     output_term: Term
-    removed: str
+    summed: str
     flops: int
     output_elements: int
 
@@ -540,7 +540,7 @@ def _build_plan(equation: Equation, path: Sequence[Sequence[int]], optimizer: st
             out_term = equation.output
         else:
             out_term = "".join([char for char, n in counts.items() if holders[char] > n])
-        removed = "".join(char for char in counts if char not in out_term)
+        summed = "".join(char for char in counts if char not in out_term)
         for char, n in counts.items():
             holders[char] -= n
         for char in out_term:
@@ -554,8 +554,8 @@ def _build_plan(equation: Equation, path: Sequence[Sequence[int]], optimizer: st
                 output=next_id,
                 input_terms=in_terms,
                 output_term=out_term,
-                removed=removed,
-                flops=count_flops(contracted, bool(removed), len(in_terms), size_dict),
+                summed=summed,
+                flops=count_flops(contracted, bool(summed), len(in_terms), size_dict),
                 output_elements=size_of(out_term, size_dict),
             )
         )

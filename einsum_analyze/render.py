@@ -142,7 +142,7 @@ def _steps_table(report: Report) -> Table:
             str(step.index),
             wrap_equation(step.equation, 40),
             ",".join(str(p) for p in step.operands),
-            step.removed or "-",
+            step.summed or "-",
             format_count(step.flops),
             format_count(step.output_elements),
             format_bytes(step.output_elements * report.itemsize),

@@ -183,7 +183,7 @@ class Report:
                         "inputs": list(step.inputs),
                         "output": step.output,
                         "equation": step.equation,
-                        "summed": step.removed,
+                        "summed": step.summed,
                         "flops": step.flops,
                         "output_elements": step.output_elements,
                         "output_bytes": step.output_elements * itemsize,

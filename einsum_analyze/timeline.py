@@ -86,7 +86,7 @@ def forward_tree(plan: Plan, itemsize: int) -> dict[str, Any]:
             parent[i] = step.output
         sizes[step.output] = step.output_elements * itemsize
         terms[step.output] = step.output_term
-        summed[step.output] = step.removed
+        summed[step.output] = step.summed
         flops[step.output] = step.flops
     return {"parent": parent, "bytes": sizes, "terms": terms, "summed": summed,
             "flops": flops}

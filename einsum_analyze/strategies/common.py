@@ -300,7 +300,7 @@ def single_step_core(step: Step, position: int, size_dict: Mapping[str, int]) ->
     joint = "".join(dict.fromkeys("".join(core_terms)))
     target = step.input_terms[position]
     core_output = "".join(char for char in dict.fromkeys(target) if char in joint)
-    removed = "".join(char for char in joint if char not in core_output)
+    summed = "".join(char for char in joint if char not in core_output)
     return Step(
         index=0,
         operands=tuple(range(len(core_terms))),
@@ -308,7 +308,7 @@ def single_step_core(step: Step, position: int, size_dict: Mapping[str, int]) ->
         output=len(core_terms),
         input_terms=core_terms,
         output_term=core_output,
-        removed=removed,
-        flops=count_flops(joint, bool(removed), len(core_terms), size_dict),
+        summed=summed,
+        flops=count_flops(joint, bool(summed), len(core_terms), size_dict),
         output_elements=size_of(core_output, size_dict),
     )

@@ -47,7 +47,7 @@ class DownStep:
             when it is ``G``, the core's source 0) rather than its first.
         input_terms: Terms of the step's inputs, in the core's order.
         output_term: Term of the produced gradient.
-        removed: Labels summed away.
+        summed: Labels summed away.
         flops: FLOPs (opt_einsum convention).
         output_elements: Elements of the produced gradient.
     """
@@ -58,7 +58,7 @@ class DownStep:
     upstream_last: bool
     input_terms: tuple[str, ...]
     output_term: str
-    removed: str
+    summed: str
     flops: int
     output_elements: int
 
@@ -144,7 +144,7 @@ class RerootedTree:
         else:
             keep = set(self.terms[node])
             output_term = "".join(char for char in joint if char in keep)
-        removed = "".join(char for char in joint if char not in output_term)
+        summed = "".join(char for char in joint if char not in output_term)
         made = DownStep(
             node=node,
             parent=parent,
@@ -152,8 +152,8 @@ class RerootedTree:
             upstream_last=is_top,
             input_terms=input_terms,
             output_term=output_term,
-            removed=removed,
-            flops=count_flops(joint, bool(removed), len(input_terms), self.size_dict),
+            summed=summed,
+            flops=count_flops(joint, bool(summed), len(input_terms), self.size_dict),
             output_elements=size_of(output_term, self.size_dict),
         )
         if spec is None:
@@ -228,7 +228,7 @@ class RerootedTree:
             core_steps.append(make(
                 index=len(core_steps), operands=raw, inputs=ids, output=next_id,
                 input_terms=step.input_terms, output_term=step.output_term,
-                removed=step.removed, flops=step.flops, output_elements=step.output_elements,
+                summed=step.summed, flops=step.flops, output_elements=step.output_elements,
             ))
             new_id[step.output] = next_id
             next_id += 1
@@ -258,7 +258,7 @@ class RerootedTree:
             core_steps.append(Step(
                 index=len(core_steps), operands=raw, inputs=inputs, output=next_id,
                 input_terms=down.input_terms, output_term=down.output_term,
-                removed=down.removed, flops=down.flops,
+                summed=down.summed, flops=down.flops,
                 output_elements=down.output_elements,
             ))
             accumulated = next_id

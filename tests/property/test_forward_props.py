@@ -60,7 +60,7 @@ def test_costs_match_opt_einsum_for_our_path(problem):
     # step by step: opt_einsum's contraction list and its FLOP formula on its own sets
     contractions = info.contraction_list
     assert [s.equation for s in plan.steps] == [c[2] for c in contractions]
-    assert [set(s.removed) for s in plan.steps] == [set(c[1]) for c in contractions]
+    assert [set(s.summed) for s in plan.steps] == [set(c[1]) for c in contractions]
     assert [s.scaling for s in plan.steps] == list(info.scale_list)
     assert [s.output_elements for s in plan.steps] == list(info.size_list)
     assert [s.flops for s in plan.steps] == [
@@ -138,7 +138,7 @@ def test_relabelling_does_not_change_costs(problem, mapping):
     assert same.naive_flops == plan.naive_flops
     assert same.largest_intermediate_elements == plan.largest_intermediate_elements
     assert [s.output_elements for s in same.steps] == [s.output_elements for s in plan.steps]
-    assert [len(s.removed) for s in same.steps] == [len(s.removed) for s in plan.steps]
+    assert [len(s.summed) for s in same.steps] == [len(s.summed) for s in plan.steps]
     # the best path is as good under any names
     assert plan_contraction(eq2, "optimal").flops == plan_contraction(eq, "optimal").flops
     mem = analyze(problem.equation, problem.shapes, optimize=plan.path,

@@ -34,7 +34,7 @@ def test_gemm_flops():
     assert plan.path == ((0, 1),)
     (step,) = plan.steps
     assert step.equation == "bc,ab->ac"  # positions are popped right to left, as opt_einsum
-    assert step.removed == "b"
+    assert step.summed == "b"
     assert step.output_elements == 8
     assert plan.largest_intermediate_elements == 8
 
@@ -46,7 +46,7 @@ def test_chain_optimal_flops():
     assert [s.flops for s in plan.steps] == [48, 80]
     assert plan.flops == 128
     assert [s.equation for s in plan.steps] == ["bc,ab->ca", "ca,cd->ad"]
-    assert [s.removed for s in plan.steps] == ["b", "c"]
+    assert [s.summed for s in plan.steps] == ["b", "c"]
     # naive: a*b*c*d = 120 times (3 - 1) + 1
     assert plan.naive_flops == 360
     assert plan.largest_intermediate_elements == 10  # the output ad
@@ -71,7 +71,7 @@ def test_chain_other_path_by_hand():
 def test_outer_product_has_no_sum():
     plan = plan_contraction(parse_equation("i,j->ij", [(3,), (4,)]))
     (step,) = plan.steps
-    assert step.removed == ""
+    assert step.summed == ""
     assert step.flops == 12
     assert plan.naive_flops == 12
 
@@ -80,7 +80,7 @@ def test_diagonal_and_private_labels():
     eq = parse_equation("ii,i,j->j", [(3, 3), (3,), (4,)])
     plan = Plan.from_path(eq, [(0, 1), (0, 1)])
     assert [s.equation for s in plan.steps] == ["i,ii->", ",j->j"]
-    assert [s.removed for s in plan.steps] == ["i", ""]
+    assert [s.summed for s in plan.steps] == ["i", ""]
     assert [s.flops for s in plan.steps] == [3 * 2, 4]
     assert plan.naive_flops == 3 * 4 * 3
 
@@ -105,7 +105,7 @@ def test_removed_labels_in_first_seen_order():
     # The order of removed labels must not depend on set iteration (hash randomisation).
     eq = parse_equation("abcdfghij,bcdefghij->ae", [(2,) * 9, (2,) * 9])
     (step,) = Plan.from_path(eq, [(0, 1)]).steps
-    assert step.removed == "bcdfghij"
+    assert step.summed == "bcdfghij"
 
 
 def test_report_is_identical_across_hash_seeds():

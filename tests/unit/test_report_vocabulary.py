@@ -76,7 +76,7 @@ def test_steps_say_summed_in_json_and_in_the_terminal() -> None:
     data = report.to_dict()
     assert data["schema_version"] == SCHEMA_VERSION == 2
     steps = data["forward"]["steps"]
-    assert [step["summed"] for step in steps] == [s.removed for s in report.plan.steps]
+    assert [step["summed"] for step in steps] == [s.summed for s in report.plan.steps]
     assert [step["summed"] for step in steps] == ["", "m", "dc"]
     assert all("removed" not in step for step in steps)
     console = Console(record=True, width=200)
