@@ -381,12 +381,20 @@ class _SearchTimeout(BaseException):
     """
 
 
+_RING_AGAIN_S = 0.05
+"""Seconds after which the timer rings again while the search runs on: a ring whose
+exception Python swallowed (raised inside a finalizer that the garbage collector ran
+during the search) must not leave the search without a limit."""
+
+
 @contextmanager
 def _alarm(deadline: float | None) -> Iterator[bool]:
     """Raise :class:`_SearchTimeout` in this thread when ``deadline`` passes.
 
     Yields whether the deadline is armed: only in the main thread, where signals are
     delivered, on platforms with ``setitimer``, and when no other timer is running.
+    After the deadline the timer rings every :data:`_RING_AGAIN_S` until the block ends;
+    once it has ended, a late ring does nothing.
     """
     if (
         deadline is None
@@ -396,17 +404,26 @@ def _alarm(deadline: float | None) -> Iterator[bool]:
     ):
         yield False
         return
+    armed = [True]
 
     def ring(signum: int, frame: object) -> None:
-        raise _SearchTimeout
+        if armed[0]:
+            raise _SearchTimeout
 
     previous = signal.signal(signal.SIGALRM, ring)
     try:
-        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 1e-6))
+        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 1e-6),
+                         _RING_AGAIN_S)
         yield True
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        while True:  # a ring inside the clean-up must not cut it short
+            try:
+                armed[0] = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+                break
+            except _SearchTimeout:
+                continue
 
 
 def _search_path(
