@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from types import FrameType
 
 from ._types import Label, LinearPath, SizeDict, SsaPath, Term
 from .equation import Equation
@@ -381,12 +382,24 @@ class _SearchTimeout(BaseException):
     """
 
 
+_RING_AGAIN_S = 0.05
+"""Seconds after which the timer rings again while the search runs on."""
+
+_SEARCH_MODULES = ("opt_einsum", __name__)
+"""Modules whose code a ring may interrupt. Elsewhere (a finalizer or a gc callback that
+the garbage collector runs during the search) Python would swallow the exception, print
+"Exception ignored", and leave the search without a limit: the ring waits for the next."""
+
+
 @contextmanager
 def _alarm(deadline: float | None) -> Iterator[bool]:
     """Raise :class:`_SearchTimeout` in this thread when ``deadline`` passes.
 
     Yields whether the deadline is armed: only in the main thread, where signals are
     delivered, on platforms with ``setitimer``, and when no other timer is running.
+    After the deadline the timer rings every :data:`_RING_AGAIN_S` until a ring lands
+    in the search's own code (:data:`_SEARCH_MODULES`); once the block has ended, a late
+    ring does nothing.
     """
     if (
         deadline is None
@@ -396,17 +409,28 @@ def _alarm(deadline: float | None) -> Iterator[bool]:
     ):
         yield False
         return
+    armed = [True]
 
-    def ring(signum: int, frame: object) -> None:
-        raise _SearchTimeout
+    def ring(signum: int, frame: FrameType | None) -> None:
+        if armed[0] and frame is not None and str(
+            frame.f_globals.get("__name__", "")
+        ).startswith(_SEARCH_MODULES):
+            raise _SearchTimeout
 
     previous = signal.signal(signal.SIGALRM, ring)
     try:
-        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 1e-6))
+        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 1e-6),
+                         _RING_AGAIN_S)
         yield True
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        while True:  # a ring inside the clean-up must not cut it short
+            try:
+                armed[0] = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+                break
+            except _SearchTimeout:
+                continue
 
 
 def _search_path(
