@@ -349,6 +349,15 @@ def _search(
                                          if get_strategy(s.name).lowered],
                              known=strategies, max_search_s=max_search_s)
         recommended = recommend(found, budget_bytes)
+        if budget_bytes is None:
+            # No budget: the cheapest plan that holds no more than torch.einsum itself
+            # would (the torch-autograd model's training peak), where the front has one.
+            model = next((s for s in strategies if s.name == "torch-autograd"), None)
+            if model is None:
+                model = build_strategy("torch-autograd", plan, operands, itemsize=itemsize)
+            capped = recommend(found, model.memory.peak_bytes)
+            if capped.fits:
+                recommended = replace(capped, budget_bytes=None)
     summary = None
     if budget_bytes is not None:
         fits = tuple((s.name, s.memory.peak_bytes, s.memory.peak_bytes <= budget_bytes)
