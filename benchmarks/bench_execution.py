@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import sys
 import time
 from pathlib import Path
@@ -26,32 +25,10 @@ from pathlib import Path
 from einsum_analyze import analyze, execute
 from einsum_analyze.backends import backend_names
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import environment, scaled  # noqa: E402
+
 HERE = Path(__file__).parent
-
-
-def scaled(shapes: list[list[int]], factor: int) -> list[list[int]]:
-    """Divide every dimension of 64 or more by ``factor`` (same sizes stay equal)."""
-    return [[max(1, d // factor) if d >= 64 else d for d in shape] for shape in shapes]
-
-
-def environment(device: str) -> dict[str, object]:
-    import numpy
-    import opt_einsum
-    import torch
-
-    info: dict[str, object] = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "torch": torch.__version__,
-        "opt_einsum": opt_einsum.__version__,
-        "numpy": numpy.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "device": device,
-    }
-    if device.startswith("cuda"):
-        info["gpu"] = torch.cuda.get_device_name(0)
-        info["cuda"] = torch.version.cuda
-    return info
 
 
 def total_s(run: dict) -> float:

@@ -37,13 +37,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _common  # noqa: E402
+from _common import scaled  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -58,23 +61,8 @@ STRATEGIES: list[str] = []
 where it is registered)."""
 
 
-def scaled(shapes: list[list[int]], factor: int) -> list[list[int]]:
-    """Divide every dimension of 64 or more by ``factor``."""
-    return [[max(1, d // factor) if d >= 64 else d for d in shape] for shape in shapes]
-
-
 def environment(device: str) -> dict[str, Any]:
-    import opt_einsum
-    import torch
-
-    info: dict[str, Any] = {
-        "python": platform.python_version(), "platform": platform.platform(),
-        "torch": torch.__version__, "opt_einsum": opt_einsum.__version__,
-        "device": device, "torch_threads": torch.get_num_threads(),
-    }
-    if device.startswith("cuda"):
-        info["gpu"] = torch.cuda.get_device_name(0)
-        info["cuda"] = torch.version.cuda
+    info: dict[str, Any] = dict(_common.environment(device))
     try:
         import cotengra
 

@@ -31,7 +31,7 @@ from .parsing import parse_bytes
 from .planning import Step
 from .report import Report
 from .search import RECOMMENDED_LABEL
-from .strategies import StrategyResult
+from .strategies import StrategyResult, runs_on_our_executor
 
 __all__ = ["BASELINES", "CUDA_GRANULARITY", "Run", "execute", "execute_report",
            "operand_scales", "predicted_peak", "resolve_devices"]
@@ -144,7 +144,7 @@ def execute_report(
     grad = report.gradients.operands if report.gradients is not None else _grad_of(report)
     runs: list[Run] = []
     warnings: list[str] = []
-    ours = [s for s in report.strategies if s.name != "torch-autograd"]
+    ours = [s for s in report.strategies if runs_on_our_executor(s.name)]
     model = next((s for s in report.strategies if s.name == "torch-autograd"), None)
     baselines = BASELINES if backend == "torch" else ()
     if backend != "torch":

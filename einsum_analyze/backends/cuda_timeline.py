@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..strategies import runs_on_our_executor
 from .base import allocated_bytes, make_context
 from .registry import get_backend
 
@@ -97,7 +98,7 @@ def record_timelines(report: Report, device: str, *, seed: int = 0) -> list[dict
     start = sum(allocated_bytes(t.untyped_storage().nbytes(), True) for t in context.operands)
     found: list[dict[str, Any]] = []
     for strategy in report.strategies:
-        if strategy.name == "torch-autograd":
+        if not runs_on_our_executor(strategy.name):
             continue
         program = executor.compile(strategy.events, eq.size_dict, context)
 

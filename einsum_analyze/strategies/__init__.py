@@ -29,6 +29,7 @@ from .registry import (
     default_strategy_names,
     get_strategy,
     register_strategy,
+    runs_on_our_executor,
     strategy_names,
     unregister_strategy,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "get_strategy",
     "plan_gradients",
     "register_strategy",
+    "runs_on_our_executor",
     "strategy_names",
     "unregister_strategy",
 ]

@@ -33,6 +33,7 @@ __all__ = [
     "default_strategy_names",
     "get_strategy",
     "register_strategy",
+    "runs_on_our_executor",
     "strategy_names",
     "unregister_strategy",
 ]
@@ -126,6 +127,16 @@ def get_strategy(name: str) -> StrategySpec:
             f"unknown strategy {name!r}; choose from: {', '.join(strategy_names())}"
         )
     return spec
+
+
+def runs_on_our_executor(name: str) -> bool:
+    """Whether a strategy result of this name is a schedule our executor runs.
+
+    A registered model of someone else's executor (``lowered=False``: ``torch-autograd``)
+    is not; any other result is, the report's renamed ``recommended`` plan included.
+    """
+    spec = _REGISTRY.get(name)
+    return spec is None or spec.lowered
 
 
 def strategy_names() -> tuple[str, ...]:
