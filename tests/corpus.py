@@ -17,10 +17,14 @@ This module does not import einsum_analyze.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from einsum_analyze import parse_equation, plan_contraction
+from einsum_analyze.planning import Plan
 
 __all__ = [
     "CASES",
@@ -247,3 +251,23 @@ def make_operands(
             data = data + 1j * rng.standard_normal(shape)
         arrays.append(np.asarray(data, dtype=dtype))
     return arrays
+
+
+@functools.cache
+def corpus_plan(case: Case) -> Plan:
+    """The case's forward plan with opt_einsum's ``auto`` (cached: tests reuse it)."""
+    return plan_contraction(parse_equation(case.equation, case.shapes))
+
+
+def runnable_cases(max_input_elements: int, max_flops: int,
+                   max_intermediate_elements: int) -> list[Case]:
+    """The corpus cases small enough to run a training step of in a test."""
+    found = []
+    for case in CASES:
+        if case.input_elements > max_input_elements:
+            continue
+        plan = corpus_plan(case)
+        if plan.flops <= max_flops and plan.largest_intermediate_elements <= (
+                max_intermediate_elements):
+            found.append(case)
+    return found

@@ -16,13 +16,12 @@ The floor no plan can go under is the inputs, the upstream gradient and the grad
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 import pytest
 import torch
-from corpus import CASES, Case
+from corpus import CASES, corpus_plan, runnable_cases
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import einsum_problems, grad_subsets
@@ -39,19 +38,7 @@ MAX_INPUT_ELEMENTS = 50_000
 MAX_FLOPS = 2 * 10**6
 
 
-@functools.cache
-def corpus_plan(case: Case) -> Plan:
-    return plan_contraction(parse_equation(case.equation, case.shapes))
-
-
-def runnable(case: Case) -> bool:
-    if case.input_elements > MAX_INPUT_ELEMENTS:
-        return False
-    plan = corpus_plan(case)
-    return plan.flops <= MAX_FLOPS and plan.largest_intermediate_elements <= 200_000
-
-
-RUNNABLE = [case for case in CASES if runnable(case)]
+RUNNABLE = runnable_cases(MAX_INPUT_ELEMENTS, MAX_FLOPS, 200_000)
 
 
 def floor_bytes(plan: Plan, grad: list[int], itemsize: int) -> int:

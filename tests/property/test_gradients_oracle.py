@@ -17,14 +17,13 @@ random grad subsets, with the same checks.
 
 from __future__ import annotations
 
-import functools
 import math
 from unittest import mock
 
 import numpy as np
 import pytest
 import torch
-from corpus import CASES, Case
+from corpus import CASES, corpus_plan, runnable_cases
 from hypothesis import assume, event, find, given, settings
 from hypothesis import strategies as st
 from strategies import EinsumProblem, einsum_problems, grad_subsets
@@ -55,19 +54,7 @@ MAX_INPUT_ELEMENTS = 200_000
 MAX_FLOPS = 2 * 10**7
 
 
-@functools.cache
-def corpus_plan(case: Case) -> Plan:
-    return plan_contraction(parse_equation(case.equation, case.shapes))
-
-
-def runnable(case: Case) -> bool:
-    if case.input_elements > MAX_INPUT_ELEMENTS:
-        return False
-    plan = corpus_plan(case)
-    return plan.flops <= MAX_FLOPS and plan.largest_intermediate_elements <= 2 * 10**6
-
-
-RUNNABLE = [case for case in CASES if runnable(case)]
+RUNNABLE = runnable_cases(MAX_INPUT_ELEMENTS, MAX_FLOPS, 2 * 10**6)
 
 
 def grad_set(which: str, num_operands: int) -> list[int]:
