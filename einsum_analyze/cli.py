@@ -22,6 +22,8 @@ import click
 from . import __version__
 from ._types import DType
 from .backends import backend_help, backend_names
+from .cli_base import InputError, OneLineErrors
+from .cli_verbs import compare_cli, plot_cli, write_plot
 from .errors import EinsumAnalyzeError
 from .parsing import parse_seconds, parse_shapes, parse_sizes, parse_strategy_names
 from .planning import OPTIMIZERS
@@ -31,7 +33,6 @@ from .terminal import (
     check_json_path,
     console,
     progress,
-    quiet_closed_pipe,
     write_json,
 )
 
@@ -79,59 +80,7 @@ Exit codes:
      that could not be analysed; the other cases still run and are reported)
 """
 
-_COMPARE_EPILOG = """\b
-Rules:
-  FLOPs and modelled memory are exact: any increase is a regression (forward
-  flops and peak_bytes; per strategy backward_flops, retained_bytes and
-  peak_bytes). Timings (each run's median forward_s and backward_s) regress
-  when they grow by more than --tolerance, relative. Batch reports are matched
-  case by case, by name; a case that now fails to analyse is a regression;
-  added or removed strategies, runs and cases are listed, not regressions.
-
-\b
-Examples:
-  einsum-analyze compare before.json after.json
-  einsum-analyze compare before.json after.json --tolerance 0.10 --json -
-
-\b
-Exit codes:
-  0  no figure regressed
-  1  a figure regressed
-  2  a file is unreadable or not a report of a schema version this tool reads
-     (1 or 2; version 1 is mapped to 2), or one is a single report and the
-     other a batch
-"""
-
-
-class InputError(click.ClickException):
-    """A user-fixable problem: printed as one line on stderr, exit code 2."""
-
-    exit_code = 2
-
-
-class _OneLineErrors(click.Command):
-    """A command whose usage and input errors print one line, ``Error: ...``, and exit 2."""
-
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
-        run = super().main
-        if not standalone_mode:
-            return run(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
-        try:
-            result = run(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
-            sys.stdout.flush()
-        except click.ClickException as err:
-            click.echo(f"Error: {err.format_message()}", err=True)
-            sys.exit(err.exit_code)
-        except click.Abort:
-            click.echo("Aborted!", err=True)
-            sys.exit(130)
-        except BrokenPipeError:  # the reader closed stdout: not a failure
-            quiet_closed_pipe()
-            sys.exit(0)
-        sys.exit(result if isinstance(result, int) else 0)
-
-
-class _AnalyzeCommand(_OneLineErrors):
+class _AnalyzeCommand(OneLineErrors):
     """The analysis command; a first argument ``compare`` runs :data:`compare_cli` instead.
 
     The analysis command takes a positional EQUATION, so a click group cannot hold both
@@ -444,7 +393,7 @@ def _analyze(
     if json_path is not None:
         write_json(document, json_path)
     if plot_path is not None:
-        _write_plot(document, plot_path)
+        write_plot(document, plot_path)
     if out is not None:
         from .render import render_runs
 
@@ -525,7 +474,7 @@ def _analyze_cases(
     if json_path is not None:
         write_json(batch.to_dict(), json_path)
     if plot_path is not None:
-        _write_plot(batch.to_dict(), plot_path)
+        write_plot(batch.to_dict(), plot_path)
     if json_path != "-":
 
         from .render import render_batch
@@ -632,78 +581,6 @@ def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
         progress.finish_runs()
 
 
-@click.command(
-    name="compare",
-    cls=_OneLineErrors,
-    epilog=_COMPARE_EPILOG,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-)
-@click.argument("before", metavar="BEFORE.json")
-@click.argument("after", metavar="AFTER.json")
-@click.option(
-    "--tolerance",
-    type=click.FloatRange(min=0),
-    default=0.05,
-    show_default=True,
-    help="Relative tolerance for timings (0.05: 5 %). FLOPs and modelled memory are exact.",
-)
-@click.option(
-    "--json",
-    "json_path",
-    metavar="PATH",
-    help="Write the comparison as JSON to PATH; '-' writes only JSON to stdout.",
-)
-def compare_cli(before: str, after: str, tolerance: float, json_path: str | None) -> int:
-    """Compare two reports, before and after a change, and say what changed.
-
-    BEFORE.json and AFTER.json are reports written by --json: both single reports, or
-    both batch reports from --cases (cases are matched by name). Exit code 1 when a
-    figure regressed.
-    """
-    try:
-        return _compare(before, after, tolerance, json_path)
-    except EinsumAnalyzeError as err:
-        raise InputError(str(err)) from err
-
-
-def _compare(before: str, after: str, tolerance: float, json_path: str | None) -> int:
-    from .compare import compare_reports
-
-    comparison = compare_reports(
-        _read_report(before, "BEFORE"), _read_report(after, "AFTER"), tolerance=tolerance,
-        names=(f"BEFORE {before!r}", f"AFTER {after!r}"),
-    )
-    if json_path is not None:
-        write_json(comparison.to_dict(), json_path)
-    from .render import regression_lines
-
-    if json_path != "-":
-
-        from .render import render_comparison
-
-        render_comparison(comparison, console())
-    for line in regression_lines(comparison):
-        click.echo(line, err=True)
-    return 1 if comparison.has_regressions else 0
-
-
-def _read_report(path: str, which: str) -> Any:
-    import json
-
-    try:
-        with open(path, encoding="utf-8") as stream:
-            return json.load(stream)
-    except OSError as err:
-        raise InputError(f"cannot read {which} report {path!r}: {err.strerror}") from err
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputError(f"{which} report {path!r} is not JSON: {err}") from err
-    except RecursionError as err:
-        raise InputError(f"{which} report {path!r} is JSON nested too deeply to read") from err
-    except ValueError as err:  # e.g. an integer of more digits than Python converts
-        raise InputError(f"{which} report {path!r} is not readable JSON: "
-                         f"{str(err).splitlines()[0]}") from err
-
-
 def _check_plot_path(plot_path: str | None) -> None:
     """Refuse a plot that cannot be drawn before any analysis: no matplotlib, a bad path."""
     if plot_path is None:
@@ -722,59 +599,6 @@ def _measured_timelines(report: Report) -> dict[str, Any]:
     from .backends.cuda_timeline import record_timelines
 
     return {"measured_timelines": record_timelines(report, cuda[0])}
-
-
-def _write_plot(document: Any, plot_path: str) -> None:
-    from .plots import write_plot
-
-    for path in write_plot(document, plot_path):
-        click.echo(f"plot written to {path}", err=True)
-
-
-@click.command(
-    name="plot",
-    cls=_OneLineErrors,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="""\b
-Examples:
-  einsum-analyze plot report.json -o report.html
-  einsum-analyze plot batch.json -o cases.pdf
-
-\b
-Exit codes:
-  0  the plot was written
-  2  the report is unreadable, matplotlib is missing, or the path's extension is not
-     .png, .svg, .pdf or .html
-""",
-)
-@click.argument("report", metavar="REPORT.json")
-@click.option("-o", "--output", "output", metavar="PATH", required=True,
-              help="Where to draw: .png, .svg, .pdf or .html. A batch report gives a PDF "
-              "page or an HTML section per case, or one PNG/SVG per case (PATH-CASE.png).")
-def plot_cli(report: str, output: str) -> int:
-    """Draw a saved report (written by --json): memory timelines, tree, trade-off, runs.
-
-    The pictures are those --plot draws during the analysis, from the report alone.
-    """
-    try:
-        from .plots import check_plot_path
-
-        check_plot_path(output)
-        document = _read_report(report, "the")
-        if not isinstance(document, dict) or not (
-                "forward" in document or "cases" in document):
-            raise InputError(f"{report!r} is not an einsum-analyze report")
-        version = document.get("schema_version")
-        if version != 2 or ("cases" not in document
-                            and "tree" not in document.get("forward", {})):
-            raise InputError(
-                f"{report!r} has schema_version {version!r} without the timelines and the "
-                "tree pictures need; write it again with this version of einsum-analyze"
-            )
-        _write_plot(document, output)
-        return 0
-    except EinsumAnalyzeError as err:
-        raise InputError(str(err)) from err
 
 
 def main() -> None:
