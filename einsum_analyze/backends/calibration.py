@@ -16,6 +16,7 @@ torch is imported inside the functions: importing this module costs nothing.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -130,14 +131,13 @@ def calibrate(device: str, dtype: str) -> Calibration:
         copy_bytes, side, batch, repeats, tf32 = 64 * 2**20, 256, 1, 3, False
     elements = max(1, copy_bytes // itemsize)
     source = torch.ones(elements, dtype=torch_dtype, device=device)
-    target = torch.empty_like(source)
-    copy_s = _best(lambda: target.copy_(source), fence, repeats)
-    del source, target
-    a = torch.ones((batch, side, side), dtype=torch_dtype, device=device)
-    b = torch.ones((batch, side, side), dtype=torch_dtype, device=device)
-    out = torch.empty((batch, side, side), dtype=torch_dtype, device=device)
-    bmm_s = _best(lambda: torch.bmm(a, b, out=out), fence, repeats)
-    del a, b, out
+    copy_s = _best(functools.partial(torch.empty_like(source).copy_, source), fence, repeats)
+    del source
+    square = (batch, side, side)
+    operands = [torch.ones(square, dtype=torch_dtype, device=device) for _ in range(3)]
+    bmm_s = _best(functools.partial(torch.bmm, operands[0], operands[1], out=operands[2]),
+                  fence, repeats)
+    del operands
     found = Calibration(
         device=device, dtype=dtype,
         bandwidth_bytes_per_s=2 * elements * itemsize / copy_s,

@@ -35,7 +35,8 @@ class _Marks:
         if context.is_cuda:
             import torch
 
-            self.cuda = [torch.cuda.Event(enable_timing=True) for _ in range(count + 1)]
+            self.cuda = [torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                         for _ in range(count + 1)]
         self.position = 0
 
     def mark(self) -> None:

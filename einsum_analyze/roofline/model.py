@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from .profiles import DeviceProfile
 from .steps import StepCost, step_costs
 
-if TYPE_CHECKING:
-    from ..report import Report
+R = TypeVar("R")
 
 __all__ = ["Roofline", "StrategyRoofline", "build_roofline", "with_roofline"]
 
@@ -92,9 +91,12 @@ class Roofline:
         }
 
 
-def build_roofline(report: Report, profile: DeviceProfile,
+def build_roofline(report: Any, profile: DeviceProfile,
                    names: Sequence[str] | None = None) -> Roofline:
     """The roofline of the report's strategies (or of those in ``names``) on ``profile``.
+
+    ``report`` is a :class:`~einsum_analyze.report.Report` (not imported: the report
+    holds a roofline).
 
     Raises:
         PlanningError: The profile has no rate for the report's dtype.
@@ -109,6 +111,6 @@ def build_roofline(report: Report, profile: DeviceProfile,
     return Roofline(profile=profile, dtype=report.dtype, strategies=rows)
 
 
-def with_roofline(report: Report, profile: DeviceProfile) -> Report:
+def with_roofline(report: R, profile: DeviceProfile) -> R:
     """The report with its ``roofline`` section on ``profile`` (its strategies')."""
-    return replace(report, roofline=build_roofline(report, profile))
+    return replace(report, roofline=build_roofline(report, profile))  # type: ignore[type-var]
