@@ -13,7 +13,7 @@ from rich.table import Table
 
 from .backends.base import Run
 from .formatting import format_bytes, format_count, format_seconds
-from .render import fit
+from .render import fit, wrap_equation
 from .report import Report
 from .roofline import DeviceProfile
 
@@ -21,6 +21,9 @@ __all__ = ["TOP_STEPS", "profile_line", "render_roofline", "render_step_times"]
 
 TOP_STEPS = 10
 """Rows of the costliest-steps table (the JSON report carries every step)."""
+
+STEP_FIGURES_WIDTH = 36
+"""Columns the time, share, bound and efficiency take; the step's text wraps in the rest."""
 
 
 def _rate(value: float) -> str:
@@ -75,7 +78,7 @@ def render_roofline(report: Report, console: Console) -> None:
         console.print(fit(table, console))
 
 
-def _steps_table(report: Report, run: Run) -> Table:
+def _steps_table(report: Report, run: Run, width: int) -> Table:
     strategy = next((s for s in report.strategies if s.name == run.strategy), None)
     equations = {n: e.equation for n, e in enumerate(strategy.events)} if strategy else {}
     total = sum(step.time_s for step in run.steps) + (run.other_s or 0.0)
@@ -90,14 +93,14 @@ def _steps_table(report: Report, run: Run) -> Table:
         box=box.SIMPLE_HEAD,
         padding=(0, 1, 0, 0),
     )
-    for header in ("event", "phase", "step", "time", "share", "bound", "eff"):
-        table.add_column(header, justify="left" if header in ("phase", "step") else "right",
-                         no_wrap=header != "step", overflow="fold")
+    for header in ("step", "time", "share", "bound", "eff"):
+        table.add_column(header, justify="left" if header == "step" else "right",
+                         no_wrap=True)
     for step in costliest:
+        phase = "fwd" if step.phase == "forward" else "bwd"
+        text = f"#{step.event} {phase} {step.tensor} = {equations.get(step.event, '')}"
         table.add_row(
-            str(step.event),
-            "fwd" if step.phase == "forward" else "bwd",
-            f"{step.tensor} = {equations.get(step.event, '')}",
+            wrap_equation(text, max(20, width - STEP_FIGURES_WIDTH)),
             format_seconds(step.time_s),
             f"{step.time_s / total:.0%}" if total > 0 else "-",
             format_seconds(step.bound_s) if step.bound_s is not None else "-",
@@ -115,4 +118,4 @@ def render_step_times(report: Report, console: Console) -> None:
         console.print("no step was timed: --profile-steps needs --backend torch",
                       highlight=False)
     for run in timed:
-        console.print(fit(_steps_table(report, run), console))
+        console.print(fit(_steps_table(report, run, console.width), console))
