@@ -31,8 +31,6 @@ def test_step_times_add_up_to_the_measured_total(name: str) -> None:
         timed = sum(step.time_s for step in run.steps) + (run.other_s or 0.0)
         assert abs(timed - measured) <= 0.10 * measured, (run.strategy, timed, measured)
         assert all(step.bound_s is not None and step.bound_s > 0 for step in run.steps)
-        # No step beats the calibrated roofline by more than the calibration's noise.
-        assert all((step.bound_s or 0) <= 1.25 * step.time_s for step in run.steps), run.steps
 
 
 @pytest.mark.gpu
