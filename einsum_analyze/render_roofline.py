@@ -111,8 +111,12 @@ def _steps_table(report: Report, run: Run, width: int) -> Table:
 
 
 def render_step_times(report: Report, console: Console) -> None:
-    """Print the roofline, then each run's costliest steps (``--profile-steps``)."""
-    render_roofline(report, console)
+    """Print the calibrated roofline, then each run's costliest steps (``--profile-steps``).
+
+    A roofline on a given profile (``--roofline``) was printed with the analysis already.
+    """
+    if report.roofline is not None and report.roofline.profile.source == "calibrated":
+        render_roofline(report, console)
     timed = [run for run in report.runs if run.steps]
     if report.runs and not timed:
         console.print("no step was timed: --profile-steps needs --backend torch",
