@@ -413,6 +413,8 @@ def _analyze(
     if (shapes is None) == (sizes is None):
         raise click.UsageError("give exactly one of --shapes and --sizes")
     devices = run.device_list()
+    if run.profile_steps and devices == ():
+        raise click.UsageError("--profile-steps times runs; drop --device none")
     if devices and not settings.strategies:
         raise click.UsageError(
             "running needs at least one --strategy; drop --device or use --device none"

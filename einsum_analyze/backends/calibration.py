@@ -123,7 +123,7 @@ def calibrate(device: str, dtype: str) -> Calibration:
         copy_bytes = min(256 * 2**20, free // 8)
         side = 4096 if free > 64 * 4096 * 4096 * itemsize else 1024
         batch, repeats = 4, 5
-        tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+        tf32 = torch.get_float32_matmul_precision() != "highest"
     else:
         def fence() -> None:
             return None

@@ -104,3 +104,10 @@ def test_runs_without_profile_steps_time_no_step():
     data = json.loads(result.stdout)
     assert all("steps" not in run for run in data["runs"])
     assert data["environment"]["calibration"][0]["device"] == "cpu"
+
+
+def test_profile_steps_without_a_run_is_refused():
+    result = invoke(*TUCKER, "--device", "none", "--profile-steps")
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--profile-steps" in lines[0] and result.stdout == ""
