@@ -111,3 +111,10 @@ def test_profile_steps_without_a_run_is_refused():
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--profile-steps" in lines[0] and result.stdout == ""
+
+
+def test_profile_steps_with_numpy_backend_says_nothing_was_timed():
+    result = invoke(*TUCKER, "--device", "cpu", "--backend", "numpy", "--strategy", "reverse",
+                    "--profile-steps", "--repeats", "1", "--warmup", "0")
+    assert result.exit_code == 0, result.stderr
+    assert "no step was timed: --profile-steps needs --backend torch" in result.stdout
