@@ -98,7 +98,8 @@ def _steps_table(report: Report, run: Run, width: int) -> Table:
                          no_wrap=True)
     for step in costliest:
         phase = "fwd" if step.phase == "forward" else "bwd"
-        text = f"#{step.event} {phase} {step.tensor} = {equations.get(step.event, '')}"
+        equation = equations.get(step.event)
+        text = f"#{step.event} {phase} {step.tensor}" + (f" = {equation}" if equation else "")
         table.add_row(
             wrap_equation(text, max(20, width - STEP_FIGURES_WIDTH)),
             format_seconds(step.time_s),
