@@ -23,6 +23,7 @@ from . import __version__
 from ._types import DType
 from .backends import backend_help, backend_names
 from .cli_base import InputError, OneLineErrors
+from .cli_roofline import add_roofline, read_profile, roofline_options
 from .cli_verbs import compare_cli, plot_cli, write_plot
 from .errors import EinsumAnalyzeError
 from .parsing import parse_seconds, parse_shapes, parse_sizes, parse_strategy_names
@@ -39,6 +40,7 @@ from .terminal import (
 if TYPE_CHECKING:
     from .budgets import Budgets
     from .report import Report
+    from .roofline import DeviceProfile
 
 __all__ = ["cli", "compare_cli", "main", "plot_cli"]
 
@@ -279,6 +281,7 @@ class _AnalyzeCommand(OneLineErrors):
     help="Strategy the backward budgets check: a name, or all (each must pass). "
     "Default: the first in --strategy.",
 )
+@roofline_options
 @click.version_option(__version__, "-V", "--version", prog_name="einsum-analyze")
 def cli(
     equation: str | None,
@@ -309,6 +312,8 @@ def cli(
     max_retained: str | None,
     max_time: str | None,
     budget_strategy: str | None,
+    roofline: str | None,
+    profile_steps: bool,
 ) -> int:
     """Analyse the cost of an einsum's forward and backward passes.
 
@@ -323,8 +328,10 @@ def cli(
         )
         settings = _Settings(optimize, memory_limit, dtype, grad,
                              parse_strategy_names(strategies), budget, objective, cotengra,
-                             parse_seconds(max_search_time, "--max-search-time"))
-        run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force)
+                             parse_seconds(max_search_time, "--max-search-time"),
+                             read_profile(roofline))
+        run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force,
+                          profile_steps)
         run.check(dtype)
         check_json_path(json_path)
         _check_plot_path(plot_path)
@@ -355,6 +362,8 @@ def _analyze(
     if (shapes is None) == (sizes is None):
         raise click.UsageError("give exactly one of --shapes and --sizes")
     devices = run.device_list()
+    if run.profile_steps and devices == ():
+        raise click.UsageError("--profile-steps times runs; drop --device none")
     if devices and not settings.strategies:
         raise click.UsageError(
             "running needs at least one --strategy; drop --device or use --device none"
@@ -377,11 +386,14 @@ def _analyze(
             err=True,
         ),
     )
+    report = add_roofline(report, settings.roofline)
     out = console() if json_path != "-" else None
     if out is not None:
         from .render import render_analysis
+        from .render_roofline import render_roofline
 
         render_analysis(report, out)  # at once: the runs may take a while
+        render_roofline(report, out)
     # Forward-only analysis (--strategy none) runs nothing unless a device was asked for.
     if devices != () and (report.strategies or devices is not None):
         with progress(show=out is not None) as shown:
@@ -398,6 +410,10 @@ def _analyze(
         from .render import render_runs
 
         render_runs(report, out, console(stderr=True))
+        if run.profile_steps and report.runs:
+            from .render_roofline import render_step_times
+
+            render_step_times(report, out)
     return _echo_budget_failures(report)
 
 
@@ -464,7 +480,7 @@ def _analyze_cases(
 
         def run_case(case: Case) -> Report:
             shown.next_case(case.name)
-            report = analyze_case(case)
+            report = add_roofline(analyze_case(case), settings.roofline)
             case_devices = _case_devices(case, devices)
             if case_devices == () or not report.strategies:
                 return report
@@ -510,6 +526,7 @@ class _Settings:
     objective: str | None = None
     cotengra: bool = False
     max_search_s: float = 30.0
+    roofline: DeviceProfile | None = None
 
 
 @dataclass(frozen=True)
@@ -521,6 +538,7 @@ class _RunOptions:
     seed: int
     max_memory: str | None
     force: bool
+    profile_steps: bool = False
 
     def check(self, dtype: str) -> None:
         """Refuse what can never run at once, before any analysis, even with --device none."""
@@ -576,7 +594,8 @@ def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
     try:
         return execute(report, devices=devices, backend=run.backend, repeats=run.repeats,
                        warmup=run.warmup, seed=run.seed, max_memory=run.max_memory,
-                       force=run.force, on_progress=progress.run, on_run=progress.run_done)
+                       force=run.force, on_progress=progress.run, on_run=progress.run_done,
+                       profile_steps=run.profile_steps)
     finally:
         progress.finish_runs()
 

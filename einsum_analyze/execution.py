@@ -30,6 +30,7 @@ from .memory import simulate_memory
 from .parsing import parse_bytes
 from .planning import Step
 from .report import Report
+from .run_roofline import attach_calibration
 from .search import RECOMMENDED_LABEL
 from .strategies import StrategyResult, runs_on_our_executor
 
@@ -118,6 +119,7 @@ def execute_report(
     force: bool = False,
     on_progress: Callable[[str], None] | None = None,
     on_run: Callable[[Run], None] | None = None,
+    profile_steps: bool = False,
 ) -> tuple[tuple[Run, ...], tuple[str, ...]]:
     """Run every modelled strategy and every baseline on every device.
 
@@ -132,6 +134,7 @@ def execute_report(
         force: Run on CPU even when the predicted time is far beyond reason.
         on_progress: Called with a label as each run starts.
         on_run: Called with each run as it finishes, so that a caller can stream them.
+        profile_steps: Also time every step of our strategies (torch executor).
 
     Returns:
         The runs, and warnings (noisy timings, failed baselines).
@@ -214,7 +217,7 @@ def execute_report(
                     peak_bytes_predicted=predicted_peak(report, strategy, context.is_cuda),
                     retained_bytes_predicted=predicted_retained(strategy, report,
                                                                 context.is_cuda),
-                    repeats=repeats, warmup=warmup,
+                    repeats=repeats, warmup=warmup, profile_steps=profile_steps,
                 )
             if run.max_grad_error is not None and not math.isfinite(run.max_grad_error):
                 run = _overflowed(run, report, context)
@@ -415,6 +418,7 @@ def execute(
     force: bool = False,
     on_progress: Callable[[str], None] | None = None,
     on_run: Callable[[Run], None] | None = None,
+    profile_steps: bool = False,
 ) -> Report:
     """Run the report's strategies and the torch baselines; return the report with runs.
 
@@ -433,9 +437,12 @@ def execute(
         on_progress: Called as each run starts with a label that counts the runs,
             ``"3/8 reverse on cuda:0 (torch)"`` (refused runs count, unannounced).
         on_run: Called with each run as it finishes (the CLI streams them).
+        profile_steps: Also time every step of our strategies (torch executor); each
+            step's bound uses its device's calibration (:mod:`.run_roofline`).
 
     Returns:
-        A copy of ``report`` with ``runs`` and any new warnings.
+        A copy of ``report`` with ``runs``, any new warnings, the devices' calibration
+        in ``environment`` and, unless it has one, a roofline on the calibrated profile.
 
     Raises:
         BackendUnavailableError: An unknown or absent device, backend or dtype.
@@ -467,6 +474,7 @@ def execute(
         force=force,
         on_progress=on_progress,
         on_run=on_run,
+        profile_steps=profile_steps,
     )
     environment = dict(report.environment)
     environment.update(torch_environment(chosen))
@@ -477,8 +485,9 @@ def execute(
     recommended = report.recommended
     if recommended is not None and label is not None:
         recommended = replace(recommended, label=label, measured=_measured(runs, label))
-    return replace(report, runs=runs, warnings=report.warnings + notes, environment=environment,
+    done = replace(report, warnings=report.warnings + notes, environment=environment,
                    recommended=recommended)
+    return attach_calibration(done, runs, runnable)
 
 
 def _with_recommended(report: Report) -> tuple[Report, str | None]:

@@ -17,6 +17,7 @@ from .timeline import forward_tree, strategy_fates, strategy_timeline
 
 if TYPE_CHECKING:
     from .backends.base import Run
+    from .roofline import Roofline
     from .search import BudgetSummary, LimitRow, Recommendation, SearchResult
     from .strategies import GradientPlan, StrategyResult
 
@@ -112,6 +113,8 @@ class Report:
         search: The training-aware search, if one ran.
         recommended: The recommended plan, if a search ran.
         budget: The training budget against the strategies and the search, if set.
+        roofline: Every strategy's steps against a device profile, if one was given
+            (``--roofline``) or calibrated by a run.
     """
 
     equation: Equation
@@ -133,6 +136,7 @@ class Report:
     search: SearchResult | None = None
     recommended: Recommendation | None = None
     budget: BudgetSummary | None = None
+    roofline: Roofline | None = None
 
     def __repr__(self) -> str:
         return f"Report({self.equation.explicit!r}, flops={self.plan.flops})"
@@ -208,6 +212,8 @@ class Report:
             data["runs"] = [run.to_dict() for run in self.runs]
         if self.budgets:
             data["budgets"] = [check.to_dict() for check in self.budgets]
+        if self.roofline is not None:
+            data["roofline"] = self.roofline.to_dict()
         data.update(self._training_sections())
         return data
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..memory import Event, simulate_memory
+from ..roofline.steps import StepTime
 from ..timing import Measurement
 from .relabel import ascii_equation, contract_along_path, torch_equation
 
@@ -55,6 +56,8 @@ class Run:
         skipped: Why the run did not happen; None when it ran.
         memory_measurement: How memory was measured (the basis of the measured figures).
         note: What was run when it is not the usual call (e.g. a relabelled equation).
+        steps: Each computing step's median time (``--profile-steps``), in schedule order.
+        other_s: Median seconds of the events between the steps (seeds, views, frees).
     """
 
     strategy: str
@@ -71,10 +74,12 @@ class Run:
     skipped: str | None = None
     memory_measurement: str = ""
     note: str | None = None
+    steps: tuple[StepTime, ...] = ()
+    other_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """One entry of the ``runs`` section of the JSON report."""
-        return {
+        data: dict[str, Any] = {
             "strategy": self.strategy,
             "baseline": self.is_baseline,
             "device": self.device,
@@ -90,6 +95,11 @@ class Run:
             "memory_measurement": self.memory_measurement,
             "note": self.note,
         }
+        if self.steps:
+            total = sum(step.time_s for step in self.steps) + (self.other_s or 0.0)
+            data["steps"] = [step.to_dict(total) for step in self.steps]
+            data["steps_other_s"] = self.other_s
+        return data
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from typing import Any
 from ..memory import Event
 from ..timing import Measurement, measure
 from .base import DeviceContext, Executor, Run, relative_error
+from .step_timing import time_steps
 
 __all__ = ["run_strategy"]
 
@@ -23,6 +24,7 @@ def run_strategy(
     retained_bytes_predicted: int | None,
     repeats: int,
     warmup: int,
+    profile_steps: bool = False,
 ) -> Run:
     """Run one of our strategies with ``executor`` on the context's device.
 
@@ -40,6 +42,7 @@ def run_strategy(
         retained_bytes_predicted: The model's retained bytes.
         repeats: Timed blocks per phase.
         warmup: Untimed calls first.
+        profile_steps: Also time every step (:mod:`.step_timing`; torch executor only).
     """
     program = executor.compile(events, sizes, context)
     memory = executor.measure_memory(program)
@@ -51,6 +54,8 @@ def run_strategy(
         error = max(relative_error(gradients[k], context.oracle[k]) for k in context.grad)
         del state, gradients
     forward, backward = _time(executor, program, context, repeats, warmup)
+    timed = (time_steps(program, context, events, repeats=repeats, warmup=warmup)
+             if profile_steps else None)
     return Run(
         strategy=strategy,
         is_baseline=False,
@@ -64,6 +69,8 @@ def run_strategy(
         retained_bytes_predicted=retained_bytes_predicted,
         max_grad_error=error,
         memory_measurement=memory.basis,
+        steps=timed[0] if timed else (),
+        other_s=timed[1] if timed else None,
     )
 
 

@@ -40,7 +40,8 @@ CPU_BASIS = "cpu allocator events (torch.profiler, profile_memory)"
 CUDA_BASIS = "torch.cuda.max_memory_allocated"
 
 
-def run_compiled(ops: Sequence[Op], live: Live, on_event: OnEvent | None = None) -> Live:
+def run_compiled(ops: Sequence[Op], live: Live, on_event: OnEvent | None = None,
+                 on_step: Callable[[], None] | None = None) -> Live:
     """Run compiled events on the live tensors (updated in place) and return them.
 
     Args:
@@ -48,10 +49,18 @@ def run_compiled(ops: Sequence[Op], live: Live, on_event: OnEvent | None = None)
         live: Tensors by name: the operands ``in0``, ``in1``, ... and, before the
             backward events, a fresh ``upstream`` gradient that the seed takes over.
         on_event: A hook for the exact-memory tests; None in production runs.
+        on_step: Called after each event (``--profile-steps`` marks the time there).
     """
     import torch
 
     with torch.no_grad():
+        if on_step is not None:
+            for op in ops:
+                kept = op(live, [])
+                if kept:
+                    live.update(kept)
+                on_step()
+            return live
         if on_event is None:
             for op in ops:
                 kept = op(live, [])

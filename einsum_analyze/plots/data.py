@@ -86,6 +86,8 @@ class RunBar:
         median_s, low_s, high_s: Median forward + backward seconds and the p25/p75 sums.
         peak_bytes_measured: Measured peak, inputs included (None: not measured).
         peak_bytes_predicted: The model's peak on the same basis (None: none).
+        steps: ``(label, seconds)`` of each timed step in schedule order, then the events
+            between them as ``("other", seconds)`` (``--profile-steps``; empty without).
     """
 
     label: str
@@ -95,6 +97,7 @@ class RunBar:
     high_s: float
     peak_bytes_measured: int | None
     peak_bytes_predicted: int | None
+    steps: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,5 +245,15 @@ def _runs(runs: Sequence[Mapping[str, Any]]) -> tuple[RunBar, ...]:
             high_s=part(forward, "p75") + part(backward, "p75"),
             peak_bytes_measured=run.get("peak_bytes_measured"),
             peak_bytes_predicted=run.get("peak_bytes_predicted"),
+            steps=_step_times(run),
         ))
     return tuple(bars)
+
+
+def _step_times(run: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+    """A run's per-step times (``--profile-steps``), then the time between the steps."""
+    steps: Sequence[Mapping[str, Any]] = run.get("steps") or []
+    if not steps:
+        return ()
+    found = [(f"#{step['event']} {step['tensor']}", float(step["time_s"])) for step in steps]
+    return (*found, ("other", float(run.get("steps_other_s") or 0.0)))

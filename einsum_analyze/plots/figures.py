@@ -13,7 +13,9 @@ through pyplot, so no GUI backend and no global figure state are involved.
 - :func:`draw_tree`: the forward tree (:mod:`.layout`), nodes sized by bytes and coloured
   by fate, each intermediate labelled with its term, the labels it sums and its size.
 - :func:`draw_tradeoff`: training FLOPs against training peak.
-- :func:`draw_runs`: time (median, p25-p75) and measured peak of each run.
+- :func:`draw_runs`: time (median, p25-p75) and measured peak of each run; a run that
+  timed its steps (``--profile-steps``) shows them as segments of its bar, the costliest
+  named with its share.
 """
 
 from __future__ import annotations
@@ -357,6 +359,9 @@ def draw_runs(axes: tuple[Axes, Axes], runs: Sequence[RunBar]) -> None:
     time_ax.barh(ys, medians, xerr=[low, high], color=colours, alpha=0.85,
                  error_kw={"ecolor": "black", "capsize": 3, "lw": 0.8})
     for y, run in zip(ys, runs, strict=True):
+        if run.steps:
+            _draw_steps(time_ax, y, run)
+    for y, run in zip(ys, runs, strict=True):
         time_ax.annotate(format_seconds(run.median_s), (max(run.high_s, run.median_s), y),
                          xytext=(6, 0),
                          textcoords="offset points", va="center", fontsize=7)
@@ -389,6 +394,28 @@ def draw_runs(axes: tuple[Axes, Axes], runs: Sequence[RunBar]) -> None:
     peak_ax.set_xlabel("peak of forward + backward (inputs included)")
     peak_ax.set_title("Runs: measured peak")
     peak_ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+
+
+def _draw_steps(ax: Axes, y: int, run: RunBar) -> None:
+    """A run's timed steps as segments over its bar, the costliest one named.
+
+    The segments follow schedule order and are scaled to the bar (the median), so each
+    one's length is its share of forward + backward (``--profile-steps``).
+    """
+    total = sum(seconds for _, seconds in run.steps)
+    if total <= 0:
+        return
+    scale = run.median_s / total
+    left = 0.0
+    for number, (_, seconds) in enumerate(run.steps):
+        width = seconds * scale
+        ax.barh([y], [width], left=[left], height=0.5, color="white",
+                alpha=0.45 if number % 2 else 0.15, edgecolor="white", linewidth=0.4)
+        left += width
+    label, seconds = max(run.steps[:-1], key=lambda step: step[1])
+    start = sum(s for _, s in run.steps[:run.steps.index((label, seconds))]) * scale
+    ax.annotate(f"{label} {seconds / total:.0%}", (start + seconds * scale / 2, y - 0.3),
+                ha="center", va="bottom", fontsize=6, color="#222222")
 
 
 def _empty(ax: Axes, text: str) -> None:

@@ -45,7 +45,20 @@ _OPTIONS = {
     "--budget-strategy": lambda r: r.choice(["all", "reverse", "x"]),
     "--backend": lambda r: r.choice(["torch", "numpy", "jax"]),
     "--seed": lambda r: r.choice(["0", "-1", "9" * 40, "x"]),
+    "--roofline": lambda r: r.choice(_WEIRD + ["h200", "H100", "cpu", "v100", "x.json"]
+                                     + _ROOFLINE_FILES),
 }
+_ROOFLINE_FILES: list[str] = []
+"""Profile files, good and bad, written by the test before it starts."""
+_ROOFLINE_TEXTS = [
+    '{"bandwidth_bytes_per_s": 1e12, "flops_per_s": 1e13}',
+    '{"bandwidth_bytes_per_s": 1e12, "flops_per_s": {"float64": 1e13}}',
+    '{"bandwidth_bytes_per_s": 1e12}', '{"flops_per_s": 1}', "[1]", "{", "",
+    '{"bandwidth_bytes_per_s": -1, "flops_per_s": 1}', '{"bandwidth_bytes_per_s": 1e999, '
+    '"flops_per_s": 1}', '{"bandwidth_bytes_per_s": 1, "flops_per_s": {"int8": 1}}',
+    '{"bandwidth_bytes_per_s": 1, "flops_per_s": ' + "9" * 5000 + "}",
+    '{"bandwidth_bytes_per_s": 1, "flops_per_s": 1, "name": 3}', "[" * 4000,
+]
 
 
 def _shape_text(r: random.Random) -> str:
@@ -144,6 +157,10 @@ def _arguments(r: random.Random, tmp: Path, number: int) -> list[str]:
 
 def test_cli_fuzz_never_crashes(tmp_path: Path) -> None:
     r = random.Random(SEED)
+    for number, text in enumerate(_ROOFLINE_TEXTS):
+        path = tmp_path / f"profile{number}.json"
+        path.write_text(text, encoding="utf-8")
+        _ROOFLINE_FILES.append(str(path))
     runner = CliRunner()
     start = time.perf_counter()
     exits: dict[int, int] = {}

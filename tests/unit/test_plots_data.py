@@ -113,3 +113,38 @@ def test_inline_svg_drops_namespace_urls() -> None:
            "<text>hi</text></svg>")
     out = inline_svg(svg)
     assert out == '<svg width="1"><text>hi</text></svg>'
+
+
+def test_profiled_steps_reach_the_runs_figure() -> None:
+    from einsum_analyze.plots.data import figure_data as read
+
+    report = {"equation": "ab,bc->ac", "dtype": "float32",
+              "forward": {"input_bytes": 8, "steps": []}, "runs": [
+                  {"strategy": "reverse", "device": "cpu", "forward_s": {"median": 2.0},
+                   "backward_s": {"median": 1.0},
+                   "steps": [{"event": 0, "tensor": "x2", "time_s": 1.5},
+                             {"event": 3, "tensor": "d0", "time_s": 1.0}],
+                   "steps_other_s": 0.5},
+                  {"strategy": "torch-autograd", "baseline": True, "device": "cpu",
+                   "forward_s": {"median": 1.0}, "backward_s": None}]}
+    bars = read(report).runs
+    assert bars[0].steps == (("#0 x2", 1.5), ("#3 d0", 1.0), ("other", 0.5))
+    assert bars[1].steps == ()
+
+
+def test_runs_figure_names_the_costliest_step() -> None:
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from einsum_analyze.plots.data import RunBar
+    from einsum_analyze.plots.figures import draw_runs
+
+    bar = RunBar(label="reverse", is_baseline=False, median_s=3.0, low_s=2.9, high_s=3.1,
+                 peak_bytes_measured=None, peak_bytes_predicted=None,
+                 steps=(("#0 x2", 0.5), ("#3 d0", 2.0), ("other", 0.5)))
+    left, right = Figure().subplots(1, 2)
+    draw_runs((left, right), [bar])
+    texts = [t.get_text() for t in left.texts]
+    assert "#3 d0 67%" in texts

@@ -1,0 +1,29 @@
+"""The roofline: what each step of each strategy must cost at least on a device.
+
+:mod:`.profiles` holds device profiles (nominal, from a file, or calibrated on the
+device), :mod:`.steps` each step's FLOPs and bytes as the lowered kernels run it,
+:mod:`.model` the report's section, :mod:`.render` its terminal tables. Analysis only:
+nothing here imports torch or allocates.
+"""
+
+from __future__ import annotations
+
+from .model import Roofline, StrategyRoofline, build_roofline, with_roofline
+from .profiles import NOMINAL, DeviceProfile, load_profile, profile_from_dict, profile_names
+from .steps import StepCost, StepTime, step_cost, step_costs
+
+__all__ = [
+    "NOMINAL",
+    "DeviceProfile",
+    "Roofline",
+    "StepCost",
+    "StepTime",
+    "StrategyRoofline",
+    "build_roofline",
+    "load_profile",
+    "profile_from_dict",
+    "profile_names",
+    "step_cost",
+    "step_costs",
+    "with_roofline",
+]

@@ -1,0 +1,187 @@
+"""Device profiles for the roofline: a memory bandwidth and a FLOP rate per dtype.
+
+A profile comes from one of three places, and says which in ``source``:
+
+- ``"nominal"``: the built-in table below, the vendors' published peak figures (dense,
+  no sparsity). No device reaches them; a bound drawn from them is optimistic.
+- ``"file"``: a JSON file the user gives (``--roofline FILE.json``).
+- ``"calibrated"``: measured on the device in the same run
+  (:mod:`einsum_analyze.backends.calibration`): a large copy and a large batched
+  matrix product in the report's dtype.
+
+Analysis only: no torch, no allocation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._types import DTYPE_ITEMSIZE
+from ..errors import PlanningError
+
+__all__ = ["NOMINAL", "DeviceProfile", "load_profile", "profile_from_dict", "profile_names"]
+
+SOURCES = ("nominal", "file", "calibrated")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceProfile:
+    """What a device can do, for the roofline's lower bounds.
+
+    Attributes:
+        name: ``"h200"``, a file's ``name``, or the device (``"cuda:0"``, ``"cpu"``).
+        source: ``"nominal"``, ``"file"`` or ``"calibrated"``.
+        bandwidth_bytes_per_s: Memory bandwidth (bytes read plus written per second).
+        flops_per_s: FLOP rate by dtype (the matrix-multiply rate, FLOPs counted as
+            opt_einsum counts them: a multiply-add is two).
+        description: Where the figures come from.
+    """
+
+    name: str
+    source: str
+    bandwidth_bytes_per_s: float
+    flops_per_s: Mapping[str, float] = field(default_factory=dict)
+    description: str = ""
+
+    def rate(self, dtype: str) -> float:
+        """The FLOP rate for ``dtype``.
+
+        Raises:
+            PlanningError: The profile has no rate for ``dtype``.
+        """
+        found = self.flops_per_s.get(dtype)
+        if found is None:
+            raise PlanningError(
+                f"--roofline {self.name}: no flops_per_s for dtype {dtype} "
+                f"(it has {', '.join(sorted(self.flops_per_s)) or 'none'})"
+            )
+        return found
+
+    def to_dict(self, dtype: str | None = None) -> dict[str, Any]:
+        """The profile as JSON data; with ``dtype``, only that dtype's rate."""
+        rates = dict(self.flops_per_s)
+        if dtype is not None:
+            rates = {dtype: self.rate(dtype)}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+            "flops_per_s": rates,
+            "description": self.description,
+        }
+
+
+def _nominal(name: str, bandwidth: float, fp64: float, fp32: float, half: float,
+             description: str) -> DeviceProfile:
+    # Complex products: four real multiply-adds per complex one, at the real rate.
+    return DeviceProfile(
+        name=name, source="nominal", bandwidth_bytes_per_s=bandwidth,
+        flops_per_s={"float64": fp64, "float32": fp32, "float16": half, "bfloat16": half,
+                     "complex64": fp32 / 4, "complex128": fp64 / 4},
+        description=description,
+    )
+
+
+NOMINAL: Mapping[str, DeviceProfile] = {
+    "h200": _nominal("h200", 4.8e12, 67e12, 67e12, 989e12,
+                     "NOMINAL: NVIDIA H200 SXM datasheet (HBM3e 4.8 TB/s; FP64 tensor core "
+                     "67 TFLOPS; FP32 67 TFLOPS, no TF32; FP16/BF16 tensor core 989 TFLOPS "
+                     "dense)"),
+    "h100": _nominal("h100", 3.35e12, 67e12, 67e12, 989e12,
+                     "NOMINAL: NVIDIA H100 SXM datasheet (HBM3 3.35 TB/s; FP64 tensor core "
+                     "67 TFLOPS; FP32 67 TFLOPS, no TF32; FP16/BF16 tensor core 989 TFLOPS "
+                     "dense)"),
+    "a100": _nominal("a100", 2.039e12, 19.5e12, 19.5e12, 312e12,
+                     "NOMINAL: NVIDIA A100 80GB SXM datasheet (HBM2e 2,039 GB/s; FP64 tensor "
+                     "core 19.5 TFLOPS; FP32 19.5 TFLOPS, no TF32; FP16/BF16 tensor core "
+                     "312 TFLOPS dense)"),
+    "cpu": _nominal("cpu", 50e9, 100e9, 200e9, 50e9,
+                    "NOMINAL: a generic server CPU core group (50 GB/s; 200 GFLOP/s float32, "
+                    "100 GFLOP/s float64; half precision emulated at 50 GFLOP/s); an order "
+                    "of magnitude only: calibrate by running on it"),
+}
+"""The built-in table (``--roofline h200|h100|a100|cpu``); docs/roofline.md cites it."""
+
+
+def profile_names() -> tuple[str, ...]:
+    """The built-in profiles' names."""
+    return tuple(NOMINAL)
+
+
+def _positive(value: Any, what: str, origin: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PlanningError(f"--roofline {origin}: {what} must be a number, not {value!r:.40}")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise PlanningError(f"--roofline {origin}: {what} must be positive and finite")
+    return number
+
+
+def profile_from_dict(data: Any, origin: str) -> DeviceProfile:
+    """A profile from JSON data: ``bandwidth_bytes_per_s`` and ``flops_per_s``.
+
+    ``flops_per_s`` is one number (every dtype) or an object by dtype; ``name`` and
+    ``description`` are optional.
+
+    Raises:
+        PlanningError: A field is missing or not a positive number, or a dtype unknown.
+
+    Example:
+        >>> p = profile_from_dict({"bandwidth_bytes_per_s": 1e12, "flops_per_s": 5e13}, "x")
+        >>> p.rate("float32"), p.source
+        (50000000000000.0, 'file')
+    """
+    if not isinstance(data, dict):
+        raise PlanningError(f"--roofline {origin}: expected a JSON object")
+    for key in ("bandwidth_bytes_per_s", "flops_per_s"):
+        if key not in data:
+            raise PlanningError(f"--roofline {origin}: missing field {key!r}")
+    bandwidth = _positive(data["bandwidth_bytes_per_s"], "bandwidth_bytes_per_s", origin)
+    raw = data["flops_per_s"]
+    rates: dict[str, float]
+    if isinstance(raw, dict):
+        rates = {}
+        for dtype, value in raw.items():
+            if dtype not in DTYPE_ITEMSIZE:
+                raise PlanningError(f"--roofline {origin}: flops_per_s names an unknown "
+                                    f"dtype {str(dtype)!r:.40}")
+            rates[dtype] = _positive(value, f"flops_per_s.{dtype}", origin)
+        if not rates:
+            raise PlanningError(f"--roofline {origin}: flops_per_s is empty")
+    else:
+        rate = _positive(raw, "flops_per_s", origin)
+        rates = dict.fromkeys(DTYPE_ITEMSIZE, rate)
+    name = data.get("name", origin)
+    description = data.get("description", "")
+    if not isinstance(name, str) or not isinstance(description, str):
+        raise PlanningError(f"--roofline {origin}: name and description must be strings")
+    return DeviceProfile(name=name, source="file", bandwidth_bytes_per_s=bandwidth,
+                         flops_per_s=rates, description=description)
+
+
+def load_profile(text: str) -> DeviceProfile:
+    """``--roofline NAME|FILE.json``: a built-in profile by name, or a JSON file.
+
+    Raises:
+        PlanningError: An unknown name, an unreadable file, or a malformed profile.
+    """
+    key = text.strip().lower()
+    if key in NOMINAL:
+        return NOMINAL[key]
+    if not key.endswith(".json"):
+        raise PlanningError(f"--roofline {text!r:.60}: not a built-in profile "
+                            f"({', '.join(NOMINAL)}) nor a .json file")
+    try:
+        with open(text, encoding="utf-8") as stream:
+            data = json.load(stream)
+    except OSError as err:
+        raise PlanningError(f"--roofline: cannot read {text!r:.60}: {err.strerror}") from err
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise PlanningError(f"--roofline: {text!r:.60} is not JSON text") from err
+    except ValueError as err:  # e.g. an integer too long to convert
+        raise PlanningError(f"--roofline: {text!r:.60} is not readable JSON") from err
+    return profile_from_dict(data, text)

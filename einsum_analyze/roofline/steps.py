@@ -1,0 +1,194 @@
+"""What each step of a schedule costs as its kernels run it: FLOPs, bytes, layout copies.
+
+A step is an event that computes something: a contraction (``contract``) or a gradient
+broadcast into a new tensor (``unreduce``). Seeds, views and frees move nothing.
+
+- ``flops``: the work the lowered kernels do (:class:`~einsum_analyze.schedule.Kernel`),
+  each kernel counted by opt_einsum's convention for what it computes: a sum of private
+  indices first (two FLOPs per element read, as opt_einsum counts a one-operand sum), then
+  the product (``2 * batch * left * contracted * right`` for a ``bmm``, one per output
+  element for a ``mul``). A layout copy costs no FLOPs.
+- ``flops_convention``: opt_einsum's convention on the step's whole equation (the
+  event's ``flops``), which ignores a reduce-first order.
+- ``bytes``: what the contraction must move: each input read once (the elements the
+  kernel reads: a diagonal's, not its storage's) and its output written once.
+- ``copy_bytes``: the layout copies the lowering makes (read and write), counted apart:
+  they lower the efficiency, never the bound.
+
+Analysis only: no torch, no allocation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..schedule import Event, InputPrep, Kernel
+
+__all__ = ["StepCost", "StepTime", "step_cost", "step_costs"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepCost:
+    """One step's work and traffic (see the module's docstring).
+
+    Attributes:
+        event: Position of the step's event in the strategy's schedule.
+        phase: ``"forward"`` or ``"backward"``.
+        tensor: The tensor the step makes.
+        equation: The step's equation.
+        kernel: ``"bmm"``, ``"mul"``, ``"reduce"``, ``"copy"``, ``"einsum"`` or
+            ``"unreduce"``.
+        flops: FLOPs of the kernels the executor runs.
+        flops_convention: opt_einsum's convention on the step's equation.
+        bytes: Inputs read once and the output written once.
+        copy_bytes: Extra bytes of the layout copies (read and written).
+        recompute: A forward contraction run again during backward.
+    """
+
+    event: int
+    phase: str
+    tensor: str
+    equation: str
+    kernel: str
+    flops: int
+    flops_convention: int
+    bytes: int
+    copy_bytes: int
+    recompute: bool = False
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte moved (0 when nothing moves)."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+    def bound_s(self, flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
+        """The lower-bound time: ``max(flops / rate, bytes / bandwidth)``."""
+        return max(self.flops / flops_per_s, self.bytes / bandwidth_bytes_per_s)
+
+    def to_dict(self, flops_per_s: float, bandwidth_bytes_per_s: float) -> dict[str, Any]:
+        """One entry of a strategy's roofline ``steps`` in the JSON report."""
+        compute = self.flops / flops_per_s
+        memory = self.bytes / bandwidth_bytes_per_s
+        return {
+            "event": self.event,
+            "phase": self.phase,
+            "tensor": self.tensor,
+            "equation": self.equation,
+            "kernel": self.kernel,
+            "recompute": self.recompute,
+            "flops": self.flops,
+            "flops_convention": self.flops_convention,
+            "bytes": self.bytes,
+            "copy_bytes": self.copy_bytes,
+            "intensity": self.intensity,
+            "bound_s": max(compute, memory),
+            "limit": "compute" if compute >= memory else "memory",
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepTime:
+    """One step's measured time in a run (``--profile-steps``).
+
+    Attributes:
+        event: Position of the step's event in the strategy's schedule.
+        phase: ``"forward"`` or ``"backward"``.
+        tensor: The tensor the step makes.
+        time_s: Median seconds of the step.
+        bound_s: The roofline's lower bound with the run's device profile (None: none).
+    """
+
+    event: int
+    phase: str
+    tensor: str
+    time_s: float
+    bound_s: float | None = None
+
+    def to_dict(self, total_s: float) -> dict[str, Any]:
+        """One entry of a run's ``steps`` in the JSON report."""
+        return {
+            "event": self.event,
+            "phase": self.phase,
+            "tensor": self.tensor,
+            "time_s": self.time_s,
+            "share": self.time_s / total_s if total_s > 0 else 0.0,
+            "bound_s": self.bound_s,
+            "efficiency": (self.bound_s / self.time_s
+                           if self.bound_s is not None and self.time_s > 0 else None),
+        }
+
+
+def _product(labels: Any, sizes: Mapping[str, int]) -> int:
+    return math.prod(sizes[char] for char in set(labels))
+
+
+def _read_labels(prep: InputPrep) -> tuple[str, ...]:
+    """The labels of the input as the kernel reads it (before its sum and copy)."""
+    if prep.reduce:
+        return prep.keep + prep.reduce
+    return prep.order
+
+
+def _kernel_flops(kernel: Kernel, sizes: Mapping[str, int]) -> int:
+    reduced = sum(2 * _product(_read_labels(p), sizes) for p in kernel.inputs if p.reduce)
+    match kernel.kind:
+        case "bmm":
+            return reduced + 2 * _product(
+                kernel.batch + kernel.left + kernel.contracted + kernel.right, sizes)
+        case "mul":
+            return reduced + _product(kernel.out_order, sizes)
+        case _:  # "reduce" (counted above) or "copy"
+            return reduced
+
+
+def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: int) -> StepCost:
+    """The cost of one computing event (``contract`` or ``unreduce``).
+
+    Example:
+        >>> from einsum_analyze import analyze
+        >>> report = analyze("ijj,k->ik", [(32, 32, 32), (32,)], strategies=("reverse",))
+        >>> events = report.strategies[0].events
+        >>> found = [step_cost(e, n, report.equation.size_dict, 4)
+        ...          for n, e in enumerate(events) if e.tensor == "d1"]
+        >>> found[0].flops, found[0].flops_convention
+        (4096, 65536)
+    """
+    lhs, _, out_term = event.equation.partition("->")
+    terms = lhs.split(",") if lhs else []
+    kernel = event.kernel
+    copy_bytes = 0
+    if event.op == "unreduce":
+        name = "unreduce"
+        flops = 0
+        read = _product(terms[0], sizes) if terms else 0
+        written = event.elements
+    elif kernel is None or kernel.kind == "einsum":
+        name = "einsum"
+        flops = event.flops
+        read = sum(_product(term, sizes) for term in terms)
+        written = _product(out_term, sizes)
+    else:
+        name = kernel.kind
+        flops = _kernel_flops(kernel, sizes)
+        read = sum(_product(_read_labels(p), sizes) for p in kernel.inputs)
+        written = _product(kernel.out_order, sizes)
+        copy_bytes = sum(2 * _product(p.copy, sizes) for p in kernel.inputs if p.copy)
+    return StepCost(
+        event=position, phase=event.phase, tensor=event.tensor, equation=event.equation,
+        kernel=name, flops=flops, flops_convention=event.flops,
+        bytes=(read + written) * itemsize, copy_bytes=copy_bytes * itemsize,
+        recompute=event.recompute,
+    )
+
+
+def step_costs(events: Sequence[Event], sizes: Mapping[str, int],
+               itemsize: int) -> tuple[StepCost, ...]:
+    """The cost of every computing step of a schedule, in schedule order."""
+    return tuple(
+        step_cost(event, position, sizes, itemsize)
+        for position, event in enumerate(events)
+        if event.kind == "alloc" and event.op in ("contract", "unreduce")
+    )

@@ -1,0 +1,28 @@
+"""The device calibration gives finite, plausible figures on the cpu, quickly, once."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from einsum_analyze.backends.calibration import calibrate, clear_cache  # noqa: E402
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cpu_calibration_is_finite_plausible_and_cached(dtype):
+    clear_cache()
+    found = calibrate("cpu", dtype)
+    assert math.isfinite(found.bandwidth_bytes_per_s) and math.isfinite(found.flops_per_s)
+    # Any cpu this runs on copies between 100 MB/s and 10 TB/s, and multiplies between
+    # 10 MFLOP/s and 100 TFLOP/s.
+    assert 1e8 < found.bandwidth_bytes_per_s < 1e13
+    assert 1e7 < found.flops_per_s < 1e14
+    assert found.seconds < 5.0  # well under a second on an idle machine
+    assert calibrate("cpu", dtype) is found  # cached for the process
+    profile = found.profile()
+    assert profile.source == "calibrated" and profile.rate(dtype) == found.flops_per_s
+    entry = found.to_dict()
+    assert entry["device"] == "cpu" and entry["dtype"] == dtype and entry["tf32"] is False
