@@ -150,8 +150,27 @@ def score_path(
 
 
 def search_strategies() -> tuple[str, ...]:
-    """The registered strategies our executor runs (the search's choices)."""
+    """The registered strategies our executor runs (the search's choices; those
+    registered as a ``fallback`` are scored only when nothing else fits the budget)."""
     return tuple(name for name in strategy_names() if get_strategy(name).lowered)
+
+
+FALLBACK_PATHS = 2
+"""Paths on which a ``fallback`` strategy (``sliced``) is scored when no other plan fits
+the budget: the forward path and those of the least training peaks, this many in all."""
+
+
+def _fallbacks(
+    names: Sequence[str], scored: Sequence[PlanScore], plans: dict[LinearPath, Plan],
+    sources: dict[LinearPath, str], forward_path: LinearPath, grad: Sequence[int],
+    itemsize: int, budget: int,
+) -> list[PlanScore]:
+    """The fallback strategies, scored on the most promising paths (see FALLBACK_PATHS)."""
+    order = [forward_path] + [p.path for p in sorted(scored, key=lambda p: p.peak_bytes)]
+    paths = [p for p in dict.fromkeys(order) if p in plans][:FALLBACK_PATHS]
+    return [score_path(plans[path], grad, name, itemsize=itemsize, source=sources[path],
+                       budget=budget)
+            for name in names for path in paths]
 
 
 def search_plans(
@@ -192,6 +211,8 @@ def search_plans(
     equation = forward.equation
     names = tuple(n for n in strategies or () if get_strategy(n).lowered) \
         or search_strategies()
+    fallback = [n for n in names if get_strategy(n).fallback]
+    names = tuple(n for n in names if n not in fallback)
     tighter: tuple[int, ...] = ()
     if objective != "flops" or budget is not None:
         largest = max(
@@ -236,6 +257,9 @@ def search_plans(
                 scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
                                          source=sources[path], budget=budget,
                                          gradients=gradients))
+    if fallback and budget is not None and grad and not any(p.fits(budget) for p in scored):
+        scored.extend(_fallbacks(fallback, scored, plans, sources, forward_path, grad,
+                                 itemsize, budget))
     if not scored:
         raise PlanningError("the search found no plan to score")
     key = objective_key(objective)
