@@ -99,13 +99,14 @@ def score_slices(
     itemsize: int,
     strategy: str = "reverse",
     options: Mapping[str, Any] | None = None,
+    fused: bool = True,
 ) -> SliceScore:
     """The step's peak and FLOPs under ``slices`` (see the module)."""
     wanted = tuple(grad)
     groups = slices.shapes()
     representatives = [members[0] for members in groups.values()]
     schedule = sliced_schedule(plan, slices, wanted, itemsize=itemsize, strategy=strategy,
-                               options=options, slice_ids=representatives)
+                               options=options, slice_ids=representatives, fused=fused)
     eq = plan.equation
     events = lower_events(schedule.events, eq.terms, schedule.sizes(eq.size_dict))
     memory = simulate_memory(
@@ -144,7 +145,8 @@ class _Scorer:
     """Scores slice plans once each."""
 
     def __init__(self, plan: Plan, grad: tuple[int, ...], itemsize: int, strategy: str,
-                 options: Mapping[str, Any] | None, budget: int | None) -> None:
+                 options: Mapping[str, Any] | None, budget: int | None, fused: bool) -> None:
+        self.fused = fused
         self.plan = plan
         self.grad = grad
         self.itemsize = itemsize
@@ -157,7 +159,8 @@ class _Scorer:
         found = self.seen.get(slices)
         if found is None:
             found = score_slices(self.plan, slices, self.grad, itemsize=self.itemsize,
-                                 strategy=self.strategy, options=self.options)
+                                 strategy=self.strategy, options=self.options,
+                                 fused=self.fused)
             self.seen[slices] = found
         return found
 
@@ -264,6 +267,7 @@ def find_slices(
     options: Mapping[str, Any] | None = None,
     finder: str = "auto",
     max_slices: int = MAX_SLICES,
+    fused: bool = True,
 ) -> SliceChoice:
     """The slice plan of fewest FLOPs whose step fits ``budget_bytes`` (see the module).
 
@@ -276,6 +280,7 @@ def find_slices(
         options: Its options.
         finder: ``auto``, ``greedy`` or ``cotengra``.
         max_slices: The most slices a plan may have.
+        fused: See :func:`~.schedule.sliced_schedule`.
 
     Raises:
         PlanningError: An unknown finder, or cotengra asked for and not installed.
@@ -286,7 +291,7 @@ def find_slices(
         raise PlanningError(f"unknown slice finder {finder!r}; choose one of: "
                             f"{', '.join(FINDERS)}")
     wanted = tuple(sorted(set(grad)))
-    score = _Scorer(plan, wanted, itemsize, strategy, options, budget_bytes)
+    score = _Scorer(plan, wanted, itemsize, strategy, options, budget_bytes, fused)
     unsliced = score(SlicePlan.none())
     if budget_bytes is None or unsliced.peak_bytes <= budget_bytes:
         return SliceChoice(best=unsliced, fits=None if budget_bytes is None else True,

@@ -43,6 +43,7 @@ def run_slices(
     slice_ids: Sequence[int] | None = None,
     strategy: str = "reverse",
     options: Mapping[str, Any] | None = None,
+    fused: bool = True,
 ) -> SliceRun:
     """Run the slices ``slice_ids`` of the step on the operands' device.
 
@@ -56,6 +57,7 @@ def run_slices(
         slice_ids: The slices to run (None: all).
         strategy: The per-slice strategy (``reverse`` or ``checkpoint``).
         options: Its options.
+        fused: See :func:`~.schedule.sliced_schedule` (the results are the same).
 
     Returns:
         The :class:`SliceRun`: full-size output and gradients holding the sum over the
@@ -67,7 +69,7 @@ def run_slices(
     wanted = tuple(sorted(set(grad)))
     itemsize = operands[0].element_size() if operands else 4
     schedule = sliced_schedule(plan, slices, wanted, itemsize=itemsize, strategy=strategy,
-                               options=options, slice_ids=slice_ids)
+                               options=options, slice_ids=slice_ids, fused=fused)
     eq = plan.equation
     sizes = schedule.sizes(eq.size_dict)
     compiled = compile_schedule(lower_events(schedule.events, eq.terms, sizes), sizes)

@@ -16,12 +16,14 @@ same path as the unsliced plan; its tensors carry the suffix ``@k``. Around them
 - each gradient of the slice is added into its part of the operand's buffer as soon as
   it is made, then freed. The last addition names the buffer ``d{i}``.
 
-With a gradient the step is fused: every slice's forward and backward run in the
-backward call (its forward events are marked ``recompute``, read as the forward reads
-them); the forward call only makes the zero output buffer. Without one, everything is
-forward. Every slice ends where it started (the buffers and ``gy`` only), so the peak of
-the step is the largest peak of one slice above that base: slices of the same lengths
-have the same peak.
+With a gradient the step is fused by default: every slice's forward and backward run in
+the backward call (its forward events are marked ``recompute``, read as the forward
+reads them); the forward call only makes the zero output buffer. Unfused (``fused=False``,
+for autograd), the forward call makes the output slice by slice keeping nothing, and the
+backward call runs each slice's forward again (but for its output) then its backward.
+Without a gradient, everything is forward. Every slice ends where it started (the
+buffers and ``gy`` only), so the peak of each pass is the largest peak of one slice
+above that base: slices of the same lengths have the same peak.
 """
 
 from __future__ import annotations
@@ -30,10 +32,10 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import PlanningError
-from ..memory import tensor_name
+from ..memory import forward_schedule, tensor_name
 from ..planning import Plan, size_of
 from ..schedule import Event, Phase
 from ..strategies.common import ScheduleBuilder, StrategyInput
@@ -48,6 +50,8 @@ PER_SLICE_STRATEGIES = ("reverse", "checkpoint")
 schedule that names each slice's tensors as :mod:`einsum_analyze.memory` does)."""
 
 _GRADIENT = re.compile(r"d(\d+)")
+
+Mode = Literal["fused", "forward", "backward"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,6 +196,7 @@ def sliced_schedule(
     strategy: str = "reverse",
     options: Mapping[str, Any] | None = None,
     slice_ids: Sequence[int] | None = None,
+    fused: bool = True,
 ) -> SlicedSchedule:
     """The sliced step's events (see the module).
 
@@ -205,6 +210,11 @@ def sliced_schedule(
         slice_ids: The slices to run (None: all, in order). The full-size output and
             gradients then hold the sum over these slices only: summed over any
             partition of the slices, they give the whole step's.
+        fused: Run each slice's forward and backward together in the backward call (the
+            upstream gradient known before the output is, as our runs give it). False:
+            the forward call makes the whole output slice by slice, keeping nothing, and
+            the backward call runs each slice's forward again (but for its output) before
+            its backward, as autograd needs (a drop-in): one more forward in FLOPs.
 
     Raises:
         PlanningError: A per-slice strategy that a slice cannot run, an unknown option,
@@ -220,10 +230,15 @@ def sliced_schedule(
     shapes, labels = slice_shapes(plan, slices, wanted, itemsize=itemsize, strategy=strategy,
                                   options=options, slice_ids=ids)
     by_lengths = {shape.lengths: shape for shape in shapes}
-    stitch = _Stitch(plan, slices, wanted, bool(wanted))
-    for k in ids:
-        stitch.add_slice(k, by_lengths[slices.lengths(k)])
-    stitch.finish(ids)
+    stitch = _Stitch(plan, slices, wanted)
+    modes: tuple[Mode, ...] = (("forward",) if not wanted else ("fused",) if fused
+                               else ("forward", "backward"))
+    for mode in modes:
+        if mode != "forward":
+            stitch.begin_backward()
+        for k in ids:
+            stitch.add_slice(k, by_lengths[slices.lengths(k)], mode)
+    stitch.finish()
     sizes = {labels[key]: key[1] for key in labels}
     return SlicedSchedule(
         events=tuple(stitch.events), labels=sizes, forward_flops=stitch.forward_flops,
@@ -236,14 +251,12 @@ def sliced_schedule(
 class _Stitch:
     """Strings the slices' events together (see the module)."""
 
-    def __init__(self, plan: Plan, slices: SlicePlan, grad: frozenset[int],
-                 fused: bool) -> None:
+    def __init__(self, plan: Plan, slices: SlicePlan, grad: frozenset[int]) -> None:
         eq = plan.equation
         self.eq = eq
         self.plan = plan
         self.slices = slices
         self.grad = grad
-        self.fused = fused
         self.events: list[Event] = []
         self.forward_flops = 0
         self.copies = 0
@@ -256,14 +269,17 @@ class _Stitch:
         self.events.append(Event("alloc", "y", self.out_elements, "forward", op="zeros",
                                  equation=f"->{out}"))
         self.acc: dict[int, str] = {}
-        if fused:
-            self.events.append(Event("alloc", "gy", self.out_elements, "backward", op="seed",
-                                     equation=f"->{out}"))
-            for i in sorted(grad):
-                term = eq.terms[i]
-                self.acc[i] = f"acc{i}"
-                self.events.append(Event("alloc", f"acc{i}", size_of(term, eq.size_dict),
-                                         "backward", op="zeros", equation=f"->{term}"))
+
+    def begin_backward(self) -> None:
+        """The upstream gradient and the zero gradient buffers."""
+        eq = self.eq
+        self.events.append(Event("alloc", "gy", self.out_elements, "backward", op="seed",
+                                 equation=f"->{eq.output}"))
+        for i in sorted(self.grad):
+            term = eq.terms[i]
+            self.acc[i] = f"acc{i}"
+            self.events.append(Event("alloc", f"acc{i}", size_of(term, eq.size_dict),
+                                     "backward", op="zeros", equation=f"->{term}"))
 
     def _part(self, source: str, term: str, target: str, shape: SliceShape, k: int,
               phase: Phase) -> int:
@@ -302,22 +318,35 @@ class _Stitch:
             self.forward_flops += flops
         self.events.append(Event("free", part, part_elements, phase))
 
-    def add_slice(self, k: int, shape: SliceShape) -> None:
-        """Slice ``k``'s events, with the parts it reads and the additions it makes."""
+    def add_slice(self, k: int, shape: SliceShape, mode: Mode) -> None:
+        """Slice ``k``'s events, with the parts it reads and the additions it makes.
+
+        ``mode``: ``"fused"`` (forward then backward, in the backward call),
+        ``"forward"`` (forward only, keeping nothing, in the forward call) or
+        ``"backward"`` (forward again, but for the output, then backward).
+        """
         start = len(self.events)
         forward_before = self.forward_flops
-        self._add_slice(k, shape)
+        self._add_slice(k, shape, mode)
         total = sum(e.flops for e in self.events[start:])
         forward = self.forward_flops - forward_before
-        self.slice_flops[k] = (forward, total - forward)
+        before = self.slice_flops.get(k, (0, 0))
+        self.slice_flops[k] = (before[0] + forward, before[1] + total - forward)
 
-    def _add_slice(self, k: int, shape: SliceShape) -> None:
+    def _add_slice(self, k: int, shape: SliceShape, mode: Mode) -> None:
         eq = self.eq
         num_ops = eq.num_operands
-        fwd_phase: Phase = "backward" if self.fused else "forward"
+        self.mode = mode
+        fwd_phase: Phase = "forward" if mode == "forward" else "backward"
         sliced_ops = {i for i, term in enumerate(eq.terms) if self.sliced & set(term)}
         final = tensor_name(self.plan.steps[-1].output, num_ops)
-        source = shape.builder.events
+        if mode == "forward":
+            source: Sequence[Event] = forward_schedule(shape.plan)
+        elif mode == "backward":
+            source = [e for e in shape.builder.events
+                      if not (e.kind == "alloc" and e.phase == "forward" and e.tensor == final)]
+        else:
+            source = shape.builder.events
 
         def rename(name: str) -> str:
             if name.startswith("in") and name[2:].isdigit() and int(name[2:]) not in sliced_ops:
@@ -341,7 +370,8 @@ class _Stitch:
                                             shape, k, fwd_phase if event.phase == "forward"
                                             else "backward")
             if event.op == "seed":
-                self._output(k, shape, final, held, "backward")
+                if mode == "fused":
+                    self._output(k, shape, final, held, "backward")
                 name = rename(event.tensor)
                 held[name] = self._part("gy", eq.output, name, shape, k, "backward")
             elif event.kind == "free":
@@ -354,7 +384,7 @@ class _Stitch:
                 if at == position:
                     phase = fwd_phase if event.phase == "forward" else "backward"
                     self.events.append(Event("free", name, held.pop(name), phase))
-        if not self.fused:
+        if mode == "forward":
             self._output(k, shape, final, held, "forward")
         assert not held, f"slice {k} leaves {sorted(held)} live"
 
@@ -367,12 +397,12 @@ class _Stitch:
         if event.op == "view" and consumes and consumes[0][1] == 0:
             elements = 0  # a view of a view that holds no storage of its own
         forward = event.phase == "forward"
-        if forward:
+        if forward and self.mode != "backward":
             self.forward_flops += event.flops
         self.events.append(event._replace(
             tensor=name, elements=elements, inputs=tuple(rename(n) for n in event.inputs),
             consumes=consumes, phase=fwd_phase if forward else "backward",
-            recompute=event.recompute or (forward and self.fused),
+            recompute=event.recompute or (forward and fwd_phase == "backward"),
         ))
         held[name] = elements
         match = _GRADIENT.fullmatch(event.tensor)
@@ -390,9 +420,9 @@ class _Stitch:
         self._accumulate(self.y, new, self.eq.output, name, held.pop(name), shape, k, phase)
         self.y = new
 
-    def finish(self, ids: Sequence[int]) -> None:
+    def finish(self) -> None:
         """Free the upstream gradient; name the last buffers ``d{i}``."""
-        if self.fused:
+        if self.grad:
             self.events.append(Event("free", "gy", self.out_elements, "backward"))
         final = {name: f"d{i}" for i, name in self.acc.items()}
         if final:

@@ -67,6 +67,9 @@ class StrategySpec:
             beyond what the others reach).
         options: The strategy's options and their default values; callers may override
             them by name (``analyze(..., strategy_options={NAME: {...}})``).
+        dropin_options: Options the drop-in einsum (:mod:`einsum_analyze.torch`) gives
+            it: autograd hands the upstream gradient over only after forward has
+            returned the output (``sliced``: ``{"fused": False}``).
     """
 
     name: str
@@ -77,6 +80,7 @@ class StrategySpec:
     default: bool = True
     fallback: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    dropin_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return f"StrategySpec({self.name!r})"

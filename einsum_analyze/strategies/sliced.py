@@ -71,20 +71,21 @@ def build_sliced(given: StrategyInput) -> ScheduleBuilder:
     if isinstance(budget, str):
         budget = parse_bytes(budget)
     grad = tuple(sorted(given.grad))
+    fused = bool(options["fused"])
     if options["indices"] is not None:
         slices = parse_indices(options["indices"], eq.size_dict)
         best = score_slices(plan, slices, grad, itemsize=given.itemsize, strategy=per_slice,
-                            options=per_options)
+                            options=per_options, fused=fused)
         choice = SliceChoice(best=best, fits=None if budget is None
                              else best.peak_bytes <= budget, budget_bytes=budget,
                              finder="given", evaluated=1, smallest=best)
     else:
         choice = find_slices(plan, grad, itemsize=given.itemsize, budget_bytes=budget,
                              strategy=per_slice, options=per_options,
-                             finder=str(options["finder"]))
+                             finder=str(options["finder"]), fused=fused)
     slices = choice.best.slices
     schedule = sliced_schedule(plan, slices, grad, itemsize=given.itemsize,
-                               strategy=per_slice, options=per_options)
+                               strategy=per_slice, options=per_options, fused=fused)
     builder = ScheduleBuilder(eq.size_dict)
     builder.events = list(schedule.events)
     builder.labels = dict(schedule.labels)
@@ -146,7 +147,7 @@ def _section(given: StrategyInput, choice: SliceChoice, shapes: Any,
         "accumulator_bytes": buffers * given.itemsize,
         "copies": best.copies,
         "copy_bytes": best.copy_bytes,
-        "fused": bool(given.grad),
+        "fused": bool(given.grad) and bool(given.options["fused"]),
     })
     return section
 
@@ -159,5 +160,6 @@ SPEC = StrategySpec(
     default=False,
     fallback=True,
     options={"budget_bytes": None, "indices": None, "per_slice": "reverse",
-             "per_slice_options": None, "finder": "auto"},
+             "per_slice_options": None, "finder": "auto", "fused": True},
+    dropin_options={"fused": False},
 )
