@@ -281,7 +281,8 @@ def part_index(term: str, ranges: Sequence[tuple[str, int, int]]) -> tuple[slice
     return tuple(bounds.get(char, slice(None)) for char in term)
 
 
-def _compile_zeros(event: Event, sizes: Mapping[str, int], dtype_of: str) -> Op:
+def _compile_zeros(event: Event, sizes: Mapping[str, int]) -> Op:
+    """Zeros of the operands' dtype, on their device (operand ``in0`` is always live)."""
     import torch
 
     term = event.equation.partition("->")[2]
@@ -289,7 +290,7 @@ def _compile_zeros(event: Event, sizes: Mapping[str, int], dtype_of: str) -> Op:
     target = event.tensor
 
     def run_zeros(live: Live, workspace: list[Any]) -> None:
-        like = live[dtype_of]
+        like = live["in0"]
         live[target] = torch.zeros(shape, dtype=like.dtype, device=like.device)
 
     return run_zeros
@@ -371,8 +372,6 @@ def compile_schedule(events: Sequence[Event], sizes: Mapping[str, int]) -> Compi
     output = ""
     seed = ""
     result = ""
-    operand = next((name for e in events for name in e.inputs if name.startswith("in")),
-                   "upstream")
     for event in events:
         phase = forward if event.phase == "forward" else backward
         if event.kind == "free":
@@ -380,7 +379,7 @@ def compile_schedule(events: Sequence[Event], sizes: Mapping[str, int]) -> Compi
             continue
         match event.op:
             case "zeros":
-                phase.append(_compile_zeros(event, sizes, operand))
+                phase.append(_compile_zeros(event, sizes))
             case "slice" | "slice_copy":
                 phase.append(_compile_slice(event))
             case "accumulate":
