@@ -360,8 +360,11 @@ class CompiledSchedule:
 
     @property
     def final_output(self) -> str:
-        """Name of the forward result once every event has run (a sliced step's output
-        buffer is taken over by each slice's part: ``result``); else ``output``."""
+        """Name of the forward result once every event has run.
+
+        ``result`` where a later event took the output over (a sliced step's buffer);
+        else ``output``.
+        """
         return self.result or self.output
 
 

@@ -157,8 +157,10 @@ def score_path(
 
 
 def search_strategies() -> tuple[str, ...]:
-    """The registered strategies our executor runs (the search's choices; those
-    registered as a ``fallback`` are scored only when nothing else fits the budget)."""
+    """The registered strategies our executor runs: the search's choices.
+
+    Those registered as a ``fallback`` are scored only when nothing else fits the budget.
+    """
     return tuple(name for name in strategy_names() if get_strategy(name).lowered)
 
 
@@ -217,7 +219,7 @@ def search_plans(
         options: Options of the strategies, by name (``analyze``'s ``strategy_options``);
             the budget is given to those that take one.
     """
-    chosen = options or {}
+    given_options = options or {}
     start = time.perf_counter()
     equation = forward.equation
     names = tuple(n for n in strategies or () if get_strategy(n).lowered) \
@@ -245,7 +247,7 @@ def search_plans(
             scored.append(score_path(plan, grad, name, itemsize=itemsize,
                                      source=sources[path], budget=budget,
                                      known=reuse.get(name) if path == forward_path else None,
-                                     options=chosen.get(name)))
+                                     options=given_options.get(name)))
     for name in costly:
         # The report's path is a candidate unless a pairwise version replaced it.
         if name in reuse and forward_path in plans:
@@ -268,10 +270,11 @@ def search_plans(
             for name in costly:
                 scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
                                          source=sources[path], budget=budget,
-                                         gradients=gradients, options=chosen.get(name)))
+                                         gradients=gradients,
+                                         options=given_options.get(name)))
     if fallback and budget is not None and grad and not any(p.fits(budget) for p in scored):
         scored.extend(_fallbacks(fallback, scored, plans, sources, forward_path, grad,
-                                 itemsize, budget, chosen))
+                                 itemsize, budget, given_options))
     if not scored:
         raise PlanningError("the search found no plan to score")
     key = objective_key(objective)

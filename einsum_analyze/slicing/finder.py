@@ -182,8 +182,10 @@ def _with_chunk(slices: SlicePlan, label: str, size: int, chunk: int) -> SlicePl
 
 def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
             max_slices: int) -> SliceScore:
-    """The greedy halving (see the module); returns the best fitting score, or the
-    current one when nothing more can be halved."""
+    """The greedy halving (see the module).
+
+    Returns the best fitting score, or the current one when nothing more can be halved.
+    """
     sizes = score.plan.equation.size_dict
     current = score(start)
     while not score.fits(current):
@@ -206,11 +208,10 @@ def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
         if not better:
             return current
 
-        def rate(t: tuple[SliceScore, str, int]) -> tuple[float, int]:
-            saved = current.peak_bytes - t[0].peak_bytes
-            return ((t[0].flops - current.flops) / saved, t[0].peak_bytes)
-
-        current = min(better, key=rate)[0]
+        now = current
+        rates = [((t[0].flops - now.flops) / (now.peak_bytes - t[0].peak_bytes),
+                  t[0].peak_bytes, position) for position, t in enumerate(better)]
+        current = better[min(rates)[2]][0]
     return current
 
 
@@ -234,7 +235,7 @@ def _widen(score: _Scorer, best: SliceScore, label: str, old: int) -> SliceScore
 def _cotengra_sets(plan: Plan, grad: Sequence[int], budget: int, itemsize: int,
                    peak: int) -> list[tuple[str, ...]]:
     """Index sets cotengra's SliceFinder proposes for a few target sizes."""
-    import cotengra as ctg
+    import cotengra as ctg  # type: ignore[import-untyped]
 
     eq = plan.equation
     ssa: list[tuple[int, ...]] = [step.inputs for step in plan.steps]
