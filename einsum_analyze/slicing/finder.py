@@ -12,7 +12,8 @@ The finders:
   of the index whose halving costs the fewest extra FLOPs per byte of peak saved (any
   index of size above 1, output and repeated indices included); once a halving fits,
   take the fitting one of fewest FLOPs and widen its chunk again as far as it still
-  fits (bisection).
+  fits (bisection). It stops, with nothing fitting, when no halving saves a thousandth of
+  the peak (:data:`MIN_SAVING`) or every halving would pass :data:`MAX_SLICES`.
 - ``cotengra``: cotengra's ``SliceFinder`` proposes sets of indices for a few target
   sizes; the greedy search runs on each set alone; the best by our model wins.
 - ``auto``: both where cotengra is installed, else greedy.
@@ -33,7 +34,7 @@ from ..planning import Plan, size_of
 from .plan import SlicePlan
 from .schedule import sliced_schedule
 
-__all__ = ["FINDERS", "MAX_SLICES", "SliceChoice", "SliceScore", "find_slices",
+__all__ = ["FINDERS", "MAX_SLICES", "MIN_SAVING", "SliceChoice", "SliceScore", "find_slices",
            "score_slices"]
 
 FinderName = Literal["auto", "greedy", "cotengra"]
@@ -42,6 +43,10 @@ FINDERS: tuple[str, ...] = ("auto", "greedy", "cotengra")
 MAX_SLICES = 1024
 """The most slices a step may have: each slice is one pass of the per-slice schedule
 (its events, its kernel launches); past a thousand the passes cost more than they save."""
+
+
+MIN_SAVING = 1000
+"""The greedy stops when no halving saves at least 1/MIN_SAVING of the step's peak."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,7 +209,10 @@ def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
         if fitting:
             best, label, old = min(fitting, key=lambda t: (t[0].flops, t[0].peak_bytes))
             return _widen(score, best, label, old)
-        better = [t for t in trials if t[0].peak_bytes < current.peak_bytes]
+        # A halving must save a thousandth of the peak: past that, more slices only
+        # shave the slices' own small tensors off a peak the full-size buffers hold.
+        better = [t for t in trials
+                  if current.peak_bytes - t[0].peak_bytes >= current.peak_bytes // MIN_SAVING]
         if not better:
             return current
 
