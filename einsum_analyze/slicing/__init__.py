@@ -8,7 +8,7 @@ API (stable; docs/slicing.md has the details and examples):
   numbered row-major, the last index fastest), ``lengths(k)``, ``shapes()`` (slices
   grouped by lengths), ``SlicePlan.of({"n": 2}, size_dict)``, ``SlicePlan.none()``.
 - :func:`find_slices` (plan, grad, itemsize=, budget_bytes=, strategy="reverse",
-  finder="auto"|"greedy"|"cotengra") -> :class:`SliceChoice`: ``best`` (a
+  finder="greedy"|"cotengra"|"auto") -> :class:`SliceChoice`: ``best`` (a
   :class:`SliceScore`: ``slices``, ``peak_bytes`` of the whole step with its full-size
   buffers and inputs, ``forward_flops``, ``backward_flops``, ``flops``, ``copies``),
   ``fits`` (False: nothing fits; ``smallest.peak_bytes`` is the least reachable peak).

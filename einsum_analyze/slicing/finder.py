@@ -18,6 +18,9 @@ The finders:
   sizes; the greedy search runs on each set alone; the best by our model wins.
 - ``auto``: both where cotengra is installed, else greedy.
 
+The default is ``greedy``: importing cotengra adds its optimizers to opt_einsum's, so it
+is imported only when asked for (``cotengra``, ``auto``).
+
 When no slicing fits, the result is the least peak found, with ``fits`` false.
 """
 
@@ -274,7 +277,7 @@ def find_slices(
     budget_bytes: int | None,
     strategy: str = "reverse",
     options: Mapping[str, Any] | None = None,
-    finder: str = "auto",
+    finder: str = "greedy",
     max_slices: int = MAX_SLICES,
     fused: bool = True,
 ) -> SliceChoice:

@@ -160,6 +160,6 @@ SPEC = StrategySpec(
     default=False,
     fallback=True,
     options={"budget_bytes": None, "indices": None, "per_slice": "reverse",
-             "per_slice_options": None, "finder": "auto", "fused": True},
+             "per_slice_options": None, "finder": "greedy", "fused": True},
     dropin_options={"fused": False},
 )
