@@ -244,7 +244,7 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
     from .equation import parse_equation
 
     eq = parse_equation(equation, shapes)
-    compiled = compile_schedule(result.events, eq.size_dict)
+    compiled = compile_schedule(result.events, result.sizes(eq.size_dict))
     torch_dtype = getattr(torch, dtype)
     operands = [torch.empty(shape, dtype=torch_dtype, device="meta") for shape in shapes]
     live = run_compiled(compiled.forward, {f"in{k}": t for k, t in enumerate(operands)})

@@ -212,3 +212,24 @@ def test_cli_budget_below_reach_exits_1_with_the_smallest_peak() -> None:
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 1
     assert "smallest reachable" in result.output + result.stderr
+
+
+def test_the_dropin_runs_the_unfused_form_within_a_budget() -> None:
+    import torch
+
+    from einsum_analyze.torch import einsum
+
+    generator = torch.Generator().manual_seed(0)
+    operands = [torch.randn(s, generator=generator, dtype=torch.float64, requires_grad=True)
+                for s in TN[1]]
+    reverse = build_strategy("reverse", _plan(*TN), [0, 1, 2, 3], itemsize=8)
+    budget = int(reverse.memory.peak_bytes * 0.9)
+    y = einsum(TN[0], *operands, strategy="sliced", budget=budget)
+    upstream = torch.randn(y.shape, generator=generator, dtype=torch.float64)
+    got = torch.autograd.grad(y, operands, upstream)
+    leaves = [o.detach().clone().requires_grad_(True) for o in operands]
+    want_y = torch.einsum(TN[0], *leaves)
+    want = torch.autograd.grad(want_y, leaves, upstream)
+    torch.testing.assert_close(y, want_y)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b)
