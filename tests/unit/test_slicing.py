@@ -224,6 +224,9 @@ def test_the_dropin_runs_the_unfused_form_within_a_budget() -> None:
                 for s in TN[1]]
     reverse = build_strategy("reverse", _plan(*TN), [0, 1, 2, 3], itemsize=8)
     budget = int(reverse.memory.peak_bytes * 0.9)
+    chosen = build_strategy("sliced", _plan(*TN), [0, 1, 2, 3], itemsize=8,
+                            options={"budget_bytes": budget, "fused": False})
+    assert chosen.details["slicing"]["count"] > 1 and chosen.memory.peak_bytes <= budget
     y = einsum(TN[0], *operands, strategy="sliced", budget=budget)
     upstream = torch.randn(y.shape, generator=generator, dtype=torch.float64)
     got = torch.autograd.grad(y, operands, upstream)
