@@ -10,7 +10,8 @@ The finders:
 
 - ``greedy`` (ours): from no slicing, while the peak is over the budget, halve the chunk
   of the index whose halving costs the fewest extra FLOPs per byte of peak saved (any
-  index of size above 1, output and repeated indices included); once a halving fits,
+  index of size above 1, output and repeated indices included; the :data:`BEAM` best
+  states are kept at each level, not one); once a halving fits,
   take the fitting one of fewest FLOPs and widen its chunk again as far as it still
   fits (bisection). It stops, with nothing fitting, when no halving saves a thousandth of
   the peak (:data:`MIN_SAVING`) or every halving would pass :data:`MAX_SLICES`.
@@ -37,7 +38,7 @@ from ..planning import Plan, size_of
 from .plan import SlicePlan
 from .schedule import sliced_schedule
 
-__all__ = ["FINDERS", "MAX_SLICES", "MIN_SAVING", "SliceChoice", "SliceScore", "find_slices",
+__all__ = ["BEAM", "FINDERS", "MAX_SLICES", "MIN_SAVING", "SliceChoice", "SliceScore", "find_slices",
            "score_slices"]
 
 FinderName = Literal["auto", "greedy", "cotengra"]
@@ -50,6 +51,9 @@ MAX_SLICES = 1024
 
 MIN_SAVING = 1000
 """The greedy stops when no halving saves at least 1/MIN_SAVING of the step's peak."""
+
+BEAM = 3
+"""States the greedy keeps at each level (the best by extra FLOPs per byte saved)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,41 +193,43 @@ def _with_chunk(slices: SlicePlan, label: str, size: int, chunk: int) -> SlicePl
 
 
 def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
-            max_slices: int) -> SliceScore:
-    """The greedy halving (see the module).
+            max_slices: int, width: int = BEAM) -> SliceScore:
+    """The greedy halving (see the module), keeping the ``width`` best states a level.
 
-    Returns the best fitting score, or the current one when nothing more can be halved.
+    Returns the fitting score of fewest FLOPs at the first level where one fits (its
+    chunk widened back as far as it still fits), or the least peak reached.
     """
     sizes = score.plan.equation.size_dict
-    current = score(start)
-    while not score.fits(current):
-        chunks = dict(zip(current.slices.indices, current.slices.chunks, strict=True))
-        trials: list[tuple[SliceScore, str, int]] = []
-        for label in labels:
-            old = chunks.get(label, sizes[label])
-            new = -(-old // 2)
-            if new == old:
-                continue
-            trial = _with_chunk(current.slices, label, sizes[label], new)
-            if trial.count > max_slices:
-                continue
-            trials.append((score(trial), label, old))
-        fitting = [t for t in trials if score.fits(t[0])]
+    frontier = [score(start)]
+    if score.fits(frontier[0]):
+        return frontier[0]
+    while True:
+        children: dict[SlicePlan, tuple[SliceScore, str, int, SliceScore]] = {}
+        for current in frontier:
+            chunks = dict(zip(current.slices.indices, current.slices.chunks, strict=True))
+            for label in labels:
+                old = chunks.get(label, sizes[label])
+                new = -(-old // 2)
+                if new == old:
+                    continue
+                trial = _with_chunk(current.slices, label, sizes[label], new)
+                if trial.count > max_slices or trial in children:
+                    continue
+                children[trial] = (score(trial), label, old, current)
+        fitting = [c for c in children.values() if score.fits(c[0])]
         if fitting:
-            best, label, old = min(fitting, key=lambda t: (t[0].flops, t[0].peak_bytes))
+            best, label, old, _ = min(fitting, key=lambda c: (c[0].flops, c[0].peak_bytes))
             return _widen(score, best, label, old)
         # A halving must save a thousandth of the peak: past that, more slices only
         # shave the slices' own small tensors off a peak the full-size buffers hold.
-        better = [t for t in trials
-                  if current.peak_bytes - t[0].peak_bytes >= current.peak_bytes // MIN_SAVING]
+        better = [c for c in children.values()
+                  if c[3].peak_bytes - c[0].peak_bytes >= c[3].peak_bytes // MIN_SAVING]
         if not better:
-            return current
-
-        now = current
-        rates = [((t[0].flops - now.flops) / (now.peak_bytes - t[0].peak_bytes),
-                  t[0].peak_bytes, position) for position, t in enumerate(better)]
-        current = better[min(rates)[2]][0]
-    return current
+            return min(frontier, key=lambda s: (s.peak_bytes, s.flops))
+        ranked = sorted(better, key=lambda c: (
+            (c[0].flops - c[3].flops) / (c[3].peak_bytes - c[0].peak_bytes), c[0].peak_bytes,
+            c[0].slices.count))
+        frontier = [c[0] for c in ranked[:width]]
 
 
 def _widen(score: _Scorer, best: SliceScore, label: str, old: int) -> SliceScore:
