@@ -159,7 +159,8 @@ def score_path(
 def search_strategies() -> tuple[str, ...]:
     """The registered strategies our executor runs: the search's choices.
 
-    Those registered as a ``fallback`` are scored only when nothing else fits the budget.
+    Those registered as a ``fallback`` are scored only when nothing else fits the budget,
+    and then whether or not the caller named them.
     """
     return tuple(name for name in strategy_names() if get_strategy(name).lowered)
 
@@ -211,7 +212,8 @@ def search_plans(
         time_limit: Seconds for path re-contraction.
         cotengra: Use cotengra's hyper-optimizer (None: when installed).
         strategies: Strategies to score, those our executor runs (``lowered``) among
-            them (none such, or None: every one it runs).
+            them (none such, or None: every one it runs). A ``fallback`` strategy is
+            scored when no plan of these fits ``budget``, named here or not.
         known: Results already built on ``forward`` with the same options (the report's
             strategies): reused, not built again.
         max_search_s: Seconds each candidate path's gradient cores may spend in their
@@ -224,7 +226,10 @@ def search_plans(
     equation = forward.equation
     names = tuple(n for n in strategies or () if get_strategy(n).lowered) \
         or search_strategies()
-    fallback = [n for n in names if get_strategy(n).fallback]
+    # A fallback strategy (slicing) is there for budgets nothing else meets: it is
+    # scored then, whether or not the caller named it among the strategies.
+    fallback = [n for n in strategy_names()
+                if get_strategy(n).lowered and get_strategy(n).fallback]
     names = tuple(n for n in names if n not in fallback)
     tighter: tuple[int, ...] = ()
     if objective != "flops" or budget is not None:
