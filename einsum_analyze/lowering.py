@@ -20,7 +20,9 @@ from dataclasses import dataclass, replace
 
 from .schedule import Event, InputPrep, Kernel
 
-__all__ = ["InputPrep", "Kernel", "Layout", "lower_contraction", "lower_events"]
+__all__ = [
+    "InputPrep", "Kernel", "Layout", "lower_contraction", "lower_events", "lower_to_layout",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +220,11 @@ def lower_events(
 ) -> tuple[Event, ...]:
     """Attach a :class:`Kernel` and its workspace to every contraction of a schedule.
 
+    The layouts look ahead to each intermediate's consumer: where a product would copy
+    an input that an earlier contraction wrote, that contraction writes it in the
+    layout the product wants instead (:func:`lower_to_layout`), when that copies less
+    (a whole-schedule count of copied elements decides).
+
     Args:
         events: A schedule (see :mod:`einsum_analyze.schedule`).
         operand_terms: The caller's operands' terms (stored contiguously).
@@ -228,11 +235,37 @@ def lower_events(
     Returns:
         The same events, contractions carrying ``kernel`` and ``workspace``.
     """
+    first, wishes = _lower_pass(events, operand_terms, sizes, cache, {})
+    if not wishes:
+        return first
+    second, _ = _lower_pass(events, operand_terms, sizes, cache, wishes)
+    return second if _copied(second) < _copied(first) else first
+
+
+def _copied(events: Sequence[Event]) -> int:
+    """Elements of every temporary the lowered schedule makes."""
+    return sum(sum(event.workspace) for event in events if event.kind != "free")
+
+
+def _lower_pass(
+    events: Sequence[Event],
+    operand_terms: Sequence[str],
+    sizes: Mapping[str, int],
+    cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
+    wishes: Mapping[str, tuple[str, ...]],
+) -> tuple[tuple[Event, ...], dict[str, tuple[str, ...]]]:
+    """One lowering of ``events``; contractions named in ``wishes`` target that layout.
+
+    Returns the lowered events and, for the next pass, the layout each product copied a
+    contraction's result into (by the result's name; the first product's).
+    """
     layouts: dict[str, Layout] = {
         f"in{k}": Layout.contiguous(term, sizes) for k, term in enumerate(operand_terms)
     }
     # Intermediates the forward pass frees are not kept for backward.
     freed_in_forward = {e.tensor for e in events if e.kind == "free" and e.phase == "forward"}
+    made = {e.tensor for e in events if e.op == "contract" and not e.view and len(e.inputs) == 2}
+    found: dict[str, tuple[str, ...]] = {}
     lowered: list[Event] = []
     # A schedule may repeat one event object on inputs of the same layouts (the
     # independent strategy's re-rooted cores share their steps): lower it once. The
@@ -249,11 +282,12 @@ def lower_events(
             hit = done.get(key)
             if hit is None:
                 out_term = event.equation.partition("->")[2]
-                chosen = _lowered(tuple(given), out_term, sizes, cache)
+                chosen = _chosen(event, tuple(given), out_term, sizes, cache, wishes)
                 out = Layout.packed(out_term, chosen.out_order)
                 hit = (event._replace(kernel=chosen, workspace=chosen.workspace), out, event,
                        given)
                 done[key] = hit
+            _wish(hit[0], made, found)
             layouts[event.tensor] = hit[1]
             lowered.append(hit[0])
             continue
@@ -261,8 +295,8 @@ def lower_events(
         match event.op:
             case "contract":
                 terms = lhs.split(",") if event.inputs else []
-                kernel = _lowered(tuple(layouts[name] for name in event.inputs), out_term,
-                                  sizes, cache)
+                kernel = _chosen(event, tuple(layouts[name] for name in event.inputs),
+                                 out_term, sizes, cache, wishes)
                 if event.phase == "forward" and kernel.kind == "bmm":
                     promote = tuple(
                         position
@@ -278,7 +312,9 @@ def lower_events(
                         layouts[name] = Layout.packed(terms[position],
                                                       kernel.inputs[position].copy)
                 layouts[event.tensor] = Layout.packed(out_term, kernel.out_order)
-                lowered.append(event._replace(kernel=kernel, workspace=kernel.workspace))
+                done_event = event._replace(kernel=kernel, workspace=kernel.workspace)
+                _wish(done_event, made, found)
+                lowered.append(done_event)
             case "view":
                 source = layouts.pop(event.inputs[0])
                 layouts[event.tensor] = source
@@ -286,7 +322,136 @@ def lower_events(
             case _:
                 layouts[event.tensor] = Layout.contiguous(out_term, sizes)
                 lowered.append(event)
-    return tuple(lowered)
+    return tuple(lowered), found
+
+
+def _wish(event: Event, made: set[str], found: dict[str, tuple[str, ...]]) -> None:
+    """Record the layouts a product copies contraction results into."""
+    kernel = event.kernel
+    if kernel is None or kernel.kind != "bmm":
+        return
+    for name, prep in zip(event.inputs, kernel.inputs, strict=True):
+        if prep.copy and not prep.reduce and name in made:
+            found.setdefault(name, prep.copy)
+
+
+def _chosen(
+    event: Event,
+    inputs: tuple[Layout, ...],
+    out_term: str,
+    sizes: Mapping[str, int],
+    cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
+    wishes: Mapping[str, tuple[str, ...]],
+) -> Kernel:
+    """The event's kernel: the wished output layout when that copies less overall."""
+    kernel = _lowered(inputs, out_term, sizes, cache)
+    target = wishes.get(event.tensor)
+    if target is None or event.view or len(inputs) != 2 or tuple(kernel.out_order) == target:
+        return kernel
+    aimed = lower_to_layout(inputs, out_term, sizes, target)
+    # The product that reads the result saves a copy of all of it.
+    if aimed is not None and sum(aimed.workspace) < sum(kernel.workspace) + event.elements:
+        return aimed
+    return kernel
+
+
+def lower_to_layout(
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
+    target: Sequence[str],
+) -> Kernel | None:
+    """A kernel of a two-input contraction that writes its output in ``target`` order.
+
+    A ``bmm`` writes ``batch + left + right`` or, computing the transposed product,
+    ``batch + right + left``; each group's order follows the inputs, which are copied
+    where they do not already lie that way. An elementwise product writes any order.
+
+    Args:
+        layouts: Layout of each input.
+        output: The step's output term.
+        sizes: Size of every label.
+        target: The wished memory order of the output's labels of size above 1.
+
+    Returns:
+        The kernel, or None when no kernel can write ``target``.
+
+    Example:
+        >>> sizes = {"a": 2, "b": 3, "c": 4}
+        >>> ab, bc = Layout.contiguous("ab", sizes), Layout.contiguous("bc", sizes)
+        >>> k = lower_to_layout([ab, bc], "ac", sizes, ("c", "a"))
+        >>> k.out_order, k.workspace
+        (('c', 'a'), ())
+    """
+    target = tuple(target)
+    big = {char for char in output if sizes[char] != 1}
+    if set(target) != big or len(target) != len(big):
+        return None
+    a_layout, b_layout = layouts
+    a_labels = {c for c in a_layout.dims if sizes[c] != 1}
+    b_labels = {c for c in b_layout.dims if sizes[c] != 1}
+    a_order, a_dense, a_reduce, a_keep, a_work = _prepare(
+        a_layout, [c for c in a_labels if c not in b_labels and c not in big], sizes
+    )
+    b_order, b_dense, b_reduce, b_keep, b_work = _prepare(
+        b_layout, [c for c in b_labels if c not in a_labels and c not in big], sizes
+    )
+    workspace = [w for w in (a_work, b_work) if w]
+    contracted_set = {c for c in a_order if c in b_labels and c not in big}
+    batch_set = {c for c in big if c in a_labels and c in b_labels}
+    left_set = {c for c in big if c in a_labels and c not in b_labels}
+    right_set = {c for c in big if c in b_labels and c not in a_labels}
+    nb = len(batch_set)
+    batch, rest = target[:nb], target[nb:]
+    if set(batch) != batch_set:
+        return None
+    if not contracted_set:
+        return Kernel(
+            kind="mul",
+            inputs=(
+                InputPrep(reduce=a_reduce, keep=a_keep, copy=(), order=a_order),
+                InputPrep(reduce=b_reduce, keep=b_keep, copy=(), order=b_order),
+            ),
+            batch=tuple(c for c in a_order if c in b_labels),
+            left=tuple(c for c in a_order if c in left_set),
+            right=tuple(c for c in b_order if c in right_set),
+            out_order=target,
+            workspace=tuple(workspace),
+        )
+    if set(rest[:len(left_set)]) == left_set:
+        left, right = rest[:len(left_set)], rest[len(left_set):]
+    elif set(rest[:len(right_set)]) == right_set:
+        right, left = rest[:len(right_set)], rest[len(right_set):]
+    else:
+        return None
+    choices = []
+    for reference in (a_order, b_order):
+        contracted = tuple(c for c in reference if c in contracted_set)
+        a_copy: tuple[str, ...] = ()
+        if not (a_dense and a_order in (batch + left + contracted, batch + contracted + left)):
+            a_copy = batch + left + contracted
+        b_copy: tuple[str, ...] = ()
+        if not (b_dense and b_order in (batch + contracted + right, batch + right + contracted)):
+            b_copy = batch + contracted + right
+        copied = ((_elements(a_copy, sizes) if a_copy else 0)
+                  + (_elements(b_copy, sizes) if b_copy else 0))
+        choices.append((copied, contracted, a_copy, b_copy))
+    _, contracted, a_copy, b_copy = min(choices, key=lambda choice: choice[0])
+    if a_copy:
+        workspace.append(_elements(a_copy, sizes))
+    if b_copy:
+        workspace.append(_elements(b_copy, sizes))
+    return Kernel(
+        kind="bmm",
+        inputs=(
+            InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
+            InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
+        ),
+        batch=batch,
+        left=left,
+        contracted=contracted,
+        right=right,
+        out_order=target,
+        workspace=tuple(workspace),
+    )
 
 
 def _lowered(

@@ -208,6 +208,8 @@ def _compile_bmm(
     b_shape = (nb, nk, nr) if b_contracted_first else (nb, nr, nk)
 
     promoted = [(position, names[position], preps[position]) for position in kernel.promote]
+    # The lowering may ask for the output as (batch, right, left): the transposed product.
+    swapped = tuple(kernel.out_order) != kernel.batch + kernel.left + kernel.right
 
     def run_bmm(live: Live, workspace: list[Any]) -> dict[str, Any] | None:
         a_ready = a_prep(live[a_name], workspace)
@@ -218,8 +220,12 @@ def _compile_bmm(
             a = a.transpose(1, 2)
         if not b_contracted_first:
             b = b.transpose(1, 2)
-        out = torch.empty((nb, nl, nr), dtype=a.dtype, device=a.device)
-        torch.bmm(a, b, out=out)
+        if swapped:
+            out = torch.empty((nb, nr, nl), dtype=a.dtype, device=a.device)
+            torch.bmm(b.transpose(1, 2), a.transpose(1, 2), out=out)
+        else:
+            out = torch.empty((nb, nl, nr), dtype=a.dtype, device=a.device)
+            torch.bmm(a, b, out=out)
         live[target] = present(out.view([sizes[c] for c in kernel.out_order]))
         if not promoted:
             return None
