@@ -217,6 +217,7 @@ def lower_events(
     sizes: Mapping[str, int],
     *,
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None = None,
+    lookahead: bool = True,
 ) -> tuple[Event, ...]:
     """Attach a :class:`Kernel` and its workspace to every contraction of a schedule.
 
@@ -231,15 +232,58 @@ def lower_events(
         sizes: Size of every label.
         cache: Kernels already chosen, by input layouts and output term, for lowering
             many schedules over the same ``sizes`` (a search does); filled as it goes.
+        lookahead: Choose layouts for the consumers (False: each contraction's own
+            cheapest kernel, the products copying what they need).
 
     Returns:
         The same events, contractions carrying ``kernel`` and ``workspace``.
     """
-    first, wishes = _lower_pass(events, operand_terms, sizes, cache, {})
-    if not wishes:
-        return first
-    second, _ = _lower_pass(events, operand_terms, sizes, cache, wishes)
-    return second if _copied(second) < _copied(first) else first
+    best, wishes, given = _lower_pass(events, operand_terms, sizes, cache, {})
+    best_copied = _copied(best)
+    current = best
+    for _ in range(_PASSES if lookahead else 0):
+        if not wishes or not best_copied:
+            break
+        wishes = _propagate(current, given, sizes, wishes)
+        current, found, given = _lower_pass(events, operand_terms, sizes, cache, wishes)
+        copied = _copied(current)
+        if copied < best_copied:
+            best, best_copied = current, copied
+        merged = {**wishes, **found}
+        if merged == wishes:
+            break
+        wishes = merged
+    return best
+
+
+_PASSES = 4
+"""Lowerings tried at most beyond the first: each one's wishes come from the last."""
+
+
+def _propagate(
+    lowered: Sequence[Event],
+    given: Sequence[tuple[Layout, ...] | None],
+    sizes: Mapping[str, int],
+    wishes: dict[str, tuple[str, ...]],
+) -> dict[str, tuple[str, ...]]:
+    """Wishes passed up the tree: a wished result's inputs wished as it needs them.
+
+    Latest event first, so that a chain of contractions passes its last product's wish
+    all the way up in one sweep. A forward tensor takes wishes from forward events only.
+    """
+    wishes = dict(wishes)
+    phase = {e.tensor: e.phase for e in lowered if e.op == "contract"}
+    for event, layouts in zip(reversed(lowered), reversed(given), strict=True):
+        target = wishes.get(event.tensor)
+        if target is None or layouts is None or len(layouts) != 2 or event.view:
+            continue
+        aimed = lower_to_layout(layouts, event.equation.partition("->")[2], sizes, target)
+        if aimed is None:
+            continue
+        for name, prep in zip(event.inputs, aimed.inputs, strict=True):
+            if prep.copy and not prep.reduce and phase.get(name) == event.phase:
+                wishes[name] = prep.copy
+    return wishes
 
 
 def _copied(events: Sequence[Event]) -> int:
@@ -253,11 +297,12 @@ def _lower_pass(
     sizes: Mapping[str, int],
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
     wishes: Mapping[str, tuple[str, ...]],
-) -> tuple[tuple[Event, ...], dict[str, tuple[str, ...]]]:
+) -> tuple[tuple[Event, ...], dict[str, tuple[str, ...]], list[tuple[Layout, ...] | None]]:
     """One lowering of ``events``; contractions named in ``wishes`` target that layout.
 
-    Returns the lowered events and, for the next pass, the layout each product copied a
-    contraction's result into (by the result's name; the first product's).
+    Returns the lowered events; for the next pass, the layout each product copied a
+    contraction's result into (by the result's name; the first product's); and each
+    event's input layouts (None for events other than contractions).
     """
     layouts: dict[str, Layout] = {
         f"in{k}": Layout.contiguous(term, sizes) for k, term in enumerate(operand_terms)
@@ -267,6 +312,7 @@ def _lower_pass(
     made = {e.tensor for e in events if e.op == "contract" and not e.view and len(e.inputs) == 2}
     found: dict[str, tuple[str, ...]] = {}
     lowered: list[Event] = []
+    given_layouts: list[tuple[Layout, ...] | None] = []
     # A schedule may repeat one event object on inputs of the same layouts (the
     # independent strategy's re-rooted cores share their steps): lower it once. The
     # entry holds the key's objects, so that their ids stay theirs.
@@ -275,7 +321,12 @@ def _lower_pass(
         if event.kind == "free":
             layouts.pop(event.tensor, None)
             lowered.append(event)
+            given_layouts.append(None)
             continue
+        if event.op == "contract":
+            given_layouts.append(tuple(layouts[name] for name in event.inputs))
+        else:
+            given_layouts.append(None)
         if event.op == "contract" and event.phase == "backward":
             given = [layouts[name] for name in event.inputs]
             key = (id(event), *map(id, given))
@@ -322,7 +373,7 @@ def _lower_pass(
             case _:
                 layouts[event.tensor] = Layout.contiguous(out_term, sizes)
                 lowered.append(event)
-    return tuple(lowered), found
+    return tuple(lowered), found, given_layouts
 
 
 def _wish(event: Event, made: set[str], found: dict[str, tuple[str, ...]]) -> None:

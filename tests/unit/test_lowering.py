@@ -160,7 +160,42 @@ def readme():
     return eq, plan
 
 
-def test_retained_input_copy_is_promoted(readme):
+@pytest.fixture
+def no_lookahead(monkeypatch):
+    """Strategies lowered without the lookahead: each product copies what it needs."""
+    import functools
+
+    import einsum_analyze.strategies.registry as registry
+
+    monkeypatch.setattr(registry, "lower_events",
+                        functools.partial(lower_events, lookahead=False))
+
+
+def test_lookahead_writes_the_retained_tensor_as_its_product_reads_it(readme):
+    eq, plan = readme
+    result = build_strategy("reverse", plan, range(4), itemsize=8)
+    events = {e.tensor: e for e in result.events if e.kind == "alloc"}
+    # dnc,bc -> dnb is computed transposed, written (b, n, d): the last step copies nothing.
+    assert events["x5"].kernel.out_order == ("b", "n", "d")
+    assert events["x6"].workspace == ()
+    assert events["x6"].kernel.promote == ()
+    # What is still copied: the small dnc (28 elements) for x5, and its gradient for d2.
+    assert sum(sum(e.workspace) for e in result.events if e.kind != "free") == 2 * 28
+    plain = lower_events(result.events, eq.terms, eq.size_dict, lookahead=False)
+    assert sum(sum(e.workspace) for e in plain if e.kind != "free") == 512 * 7 * 2 + 2 * 28
+    # The product writes the lookahead's order; its values are unchanged (float64 oracle).
+    compiled = compile_schedule(result.events, eq.size_dict)
+    generator = torch.Generator().manual_seed(0)
+    operands = [torch.randn(s, generator=generator, dtype=torch.float64) for s in eq.shapes]
+    live = {f"in{k}": t for k, t in enumerate(operands)}
+    with torch.no_grad():
+        for op in compiled.forward:
+            op(live, [])
+    torch.testing.assert_close(live[compiled.output], torch.einsum(eq.explicit, *operands))
+    assert live["x5"].permute(2, 1, 0).is_contiguous()
+
+
+def test_retained_input_copy_is_promoted(readme, no_lookahead):
     eq, plan = readme
     result = build_strategy("reverse", plan, range(4), itemsize=8)
     events = {e.tensor: e for e in result.events if e.kind == "alloc"}
@@ -185,7 +220,8 @@ def test_retained_input_copy_is_promoted(readme):
 
 def test_inference_never_promotes(readme):
     eq, plan = readme
-    events = lower_events(forward_schedule(plan), eq.terms, eq.size_dict)
+    assert lower_events(forward_schedule(plan), eq.terms, eq.size_dict)[-1].workspace == ()
+    events = lower_events(forward_schedule(plan), eq.terms, eq.size_dict, lookahead=False)
     assert all(e.kernel is None or e.kernel.promote == () for e in events)
     last = [e for e in events if e.kind == "alloc"][-1]
     assert last.workspace == (512 * 7 * 2,)  # the copy is still made, then freed
@@ -195,7 +231,7 @@ def test_inference_never_promotes(readme):
     assert mem.high_bytes[-2] == mem.input_bytes + (7168 + 7168 + 3584) * 8
 
 
-def test_promoted_copy_replaces_the_tensor_in_the_executor(readme):
+def test_promoted_copy_replaces_the_tensor_in_the_executor(readme, no_lookahead):
     eq, plan = readme
     result = build_strategy("reverse", plan, range(4), itemsize=8)
     compiled = compile_schedule(result.events, eq.size_dict)
