@@ -232,23 +232,27 @@ def lower_events(
         sizes: Size of every label.
         cache: Kernels already chosen, by input layouts and output term, for lowering
             many schedules over the same ``sizes`` (a search does); filled as it goes.
-        lookahead: Choose layouts for the consumers (False: each contraction's own
-            cheapest kernel, the products copying what they need).
+        lookahead: Choose layouts for the consumers (False, or a schedule of more than
+            :data:`LOOKAHEAD_EVENTS` events: each contraction's own cheapest kernel,
+            the products copying what they need).
 
     Returns:
         The same events, contractions carrying ``kernel`` and ``workspace``.
     """
-    best, wishes, given = _lower_pass(events, operand_terms, sizes, cache, {})
-    best_copied = _copied(best)
+    cache = {} if cache is None else cache
+    memo: Aimed = {}
+    best, wishes, seen = _lower_pass(events, operand_terms, sizes, cache, {}, memo)
+    best_copied = _copied(best, sizes)
     current = best
-    for _ in range(_PASSES if lookahead else 0):
+    for _ in range(_PASSES if lookahead and len(events) <= LOOKAHEAD_EVENTS else 0):
         if not wishes or not best_copied:
             break
-        wishes = _propagate(current, given, sizes, wishes)
-        current, found, given = _lower_pass(events, operand_terms, sizes, cache, wishes)
-        copied = _copied(current)
-        if copied < best_copied:
-            best, best_copied = current, copied
+        wishes = _propagate(current, seen, sizes, wishes, memo)
+        current, found, seen = _lower_pass(events, operand_terms, sizes, cache, wishes, memo)
+        copied = _copied(current, sizes)
+        if copied >= best_copied:
+            break
+        best, best_copied = current, copied
         merged = {**wishes, **found}
         if merged == wishes:
             break
@@ -256,39 +260,104 @@ def lower_events(
     return best
 
 
+LOOKAHEAD_EVENTS = 50_000
+"""Longer schedules are lowered without the lookahead: its passes would double the
+lowering time of, e.g., the independent strategy's 500,000 events at 500 operands."""
+
 _PASSES = 4
-"""Lowerings tried at most beyond the first: each one's wishes come from the last."""
+"""Lowerings tried at most beyond the first: each one's wishes come from the last, and
+the passes stop at the first that copies no less than the best so far."""
+
+Wishes = dict[int, tuple[tuple[str, ...], ...]]
+"""Memory orders in which a product reads a contraction's result without a copy, by the
+position of the contraction in the schedule (names are reused once freed)."""
+
+Seen = list[tuple[tuple[Layout, ...], tuple[int | None, ...]] | None]
+"""For each event of a pass, its inputs' layouts and the positions of the contractions
+that made them (None for an input made otherwise); None for events other than
+contractions."""
 
 
-def _propagate(
-    lowered: Sequence[Event],
-    given: Sequence[tuple[Layout, ...] | None],
-    sizes: Mapping[str, int],
-    wishes: dict[str, tuple[str, ...]],
-) -> dict[str, tuple[str, ...]]:
+def _copied(events: Sequence[Event], sizes: Mapping[str, int]) -> int:
+    """Elements the lowered schedule copies (:func:`_cost` of every kernel)."""
+    return sum(_cost(event.kernel, sizes) for event in events if event.kernel is not None)
+
+
+def _cost(kernel: Kernel, sizes: Mapping[str, int]) -> int:
+    """Elements a kernel copies, counting a transposing elementwise product as a copy.
+
+    An elementwise product whose output order permutes the labels of its larger input
+    reads that input out of order: it costs about what copying its output would.
+    """
+    copied = sum(kernel.workspace)
+    if kernel.kind != "mul":
+        return copied
+    larger = max((prep.order for prep in kernel.inputs), key=lambda o: _elements(o, sizes))
+    inside = set(larger)
+    if tuple(c for c in kernel.out_order if c in inside) != tuple(larger):
+        copied += _elements(kernel.out_order, sizes)
+    return copied
+
+
+def _propagate(lowered: Sequence[Event], seen: Seen, sizes: Mapping[str, int],
+               wishes: Wishes, memo: Aimed) -> Wishes:
     """Wishes passed up the tree: a wished result's inputs wished as it needs them.
 
     Latest event first, so that a chain of contractions passes its last product's wish
-    all the way up in one sweep. A forward tensor takes wishes from forward events only.
+    all the way up in one sweep. A contraction takes wishes from its own phase only.
     """
     wishes = dict(wishes)
-    phase = {e.tensor: e.phase for e in lowered if e.op == "contract"}
-    for event, layouts in zip(reversed(lowered), reversed(given), strict=True):
-        target = wishes.get(event.tensor)
-        if target is None or layouts is None or len(layouts) != 2 or event.view:
+    for index in reversed(range(len(lowered))):
+        event, entry = lowered[index], seen[index]
+        targets = wishes.get(index)
+        if targets is None or entry is None or len(entry[0]) != 2 or event.view:
             continue
-        aimed = lower_to_layout(layouts, event.equation.partition("->")[2], sizes, target)
+        aimed = _aimed(entry[0], event.equation.partition("->")[2], sizes, targets, memo)
         if aimed is None:
             continue
-        for name, prep in zip(event.inputs, aimed.inputs, strict=True):
-            if prep.copy and not prep.reduce and phase.get(name) == event.phase:
-                wishes[name] = prep.copy
+        for position, (source, prep) in enumerate(zip(entry[1], aimed.inputs, strict=True)):
+            if (source is not None and prep.copy and not prep.reduce
+                    and lowered[source].phase == event.phase):
+                wishes[source] = _readable(aimed, position)
     return wishes
 
 
-def _copied(events: Sequence[Event]) -> int:
-    """Elements of every temporary the lowered schedule makes."""
-    return sum(sum(event.workspace) for event in events if event.kind != "free")
+def _readable(kernel: Kernel, position: int) -> tuple[tuple[str, ...], ...]:
+    """The memory orders in which a bmm reads its input ``position`` without a copy."""
+    batch, contracted = kernel.batch, kernel.contracted
+    own = kernel.left if position == 0 else kernel.right
+    first = batch + own + contracted
+    second = batch + contracted + own
+    return (first, second) if position == 0 else (second, first)
+
+
+Aimed = dict[tuple[tuple[Layout, ...], str, tuple[tuple[str, ...], ...]], Kernel | None]
+""":func:`_aimed`'s answers over one schedule, by inputs, output and targets (a schedule
+of a large network asks the same many times)."""
+
+
+def _aimed(
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
+    targets: tuple[tuple[str, ...], ...], memo: Aimed,
+) -> Kernel | None:
+    """The kernel writing one of ``targets`` that copies least (None: none can)."""
+    key = (tuple(layouts), output, targets)
+    if key not in memo:
+        memo[key] = _aim(layouts, output, sizes, targets)
+    return memo[key]
+
+
+def _aim(
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
+    targets: tuple[tuple[str, ...], ...],
+) -> Kernel | None:
+    best: Kernel | None = None
+    for target in targets:
+        kernel = lower_to_layout(layouts, output, sizes, target)
+        if kernel is not None and (best is None
+                                   or _cost(kernel, sizes) < _cost(best, sizes)):
+            best = kernel
+    return best
 
 
 def _lower_pass(
@@ -296,50 +365,55 @@ def _lower_pass(
     operand_terms: Sequence[str],
     sizes: Mapping[str, int],
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
-    wishes: Mapping[str, tuple[str, ...]],
-) -> tuple[tuple[Event, ...], dict[str, tuple[str, ...]], list[tuple[Layout, ...] | None]]:
-    """One lowering of ``events``; contractions named in ``wishes`` target that layout.
+    wishes: Wishes,
+    memo: Aimed,
+) -> tuple[tuple[Event, ...], Wishes, Seen]:
+    """One lowering of ``events``; the contractions in ``wishes`` aim at those layouts.
 
-    Returns the lowered events; for the next pass, the layout each product copied a
-    contraction's result into (by the result's name; the first product's); and each
-    event's input layouts (None for events other than contractions).
+    Returns the lowered events; for the next pass, the layouts each product copied a
+    contraction's result into (the first product's); and what each event read
+    (:data:`Seen`).
     """
     layouts: dict[str, Layout] = {
         f"in{k}": Layout.contiguous(term, sizes) for k, term in enumerate(operand_terms)
     }
     # Intermediates the forward pass frees are not kept for backward.
     freed_in_forward = {e.tensor for e in events if e.kind == "free" and e.phase == "forward"}
-    made = {e.tensor for e in events if e.op == "contract" and not e.view and len(e.inputs) == 2}
-    found: dict[str, tuple[str, ...]] = {}
+    producer: dict[str, int] = {}
+    found: Wishes = {}
     lowered: list[Event] = []
-    given_layouts: list[tuple[Layout, ...] | None] = []
+    seen: Seen = []
     # A schedule may repeat one event object on inputs of the same layouts (the
     # independent strategy's re-rooted cores share their steps): lower it once. The
     # entry holds the key's objects, so that their ids stay theirs.
-    done: dict[tuple[int, ...], tuple[Event, Layout, Event, list[Layout]]] = {}
-    for event in events:
+    done: dict[tuple[object, ...], tuple[Event, Layout, Event, list[Layout]]] = {}
+    for index, event in enumerate(events):
         if event.kind == "free":
             layouts.pop(event.tensor, None)
+            producer.pop(event.tensor, None)
             lowered.append(event)
-            given_layouts.append(None)
+            seen.append(None)
             continue
-        if event.op == "contract":
-            given_layouts.append(tuple(layouts[name] for name in event.inputs))
+        if event.op != "contract":
+            seen.append(None)
         else:
-            given_layouts.append(None)
+            sources = tuple(producer.get(name) for name in event.inputs)
+            seen.append((tuple(layouts[name] for name in event.inputs), sources))
+        targets = wishes.get(index)
         if event.op == "contract" and event.phase == "backward":
             given = [layouts[name] for name in event.inputs]
-            key = (id(event), *map(id, given))
+            key = (id(event), *map(id, given), targets)
             hit = done.get(key)
             if hit is None:
                 out_term = event.equation.partition("->")[2]
-                chosen = _chosen(event, tuple(given), out_term, sizes, cache, wishes)
+                chosen = _chosen(event, tuple(given), out_term, sizes, cache, targets, memo)
                 out = Layout.packed(out_term, chosen.out_order)
                 hit = (event._replace(kernel=chosen, workspace=chosen.workspace), out, event,
                        given)
                 done[key] = hit
-            _wish(hit[0], made, found)
+            _wish(hit[0], sources, found)
             layouts[event.tensor] = hit[1]
+            _made(producer, event, index)
             lowered.append(hit[0])
             continue
         lhs, _, out_term = event.equation.partition("->")
@@ -347,7 +421,7 @@ def _lower_pass(
             case "contract":
                 terms = lhs.split(",") if event.inputs else []
                 kernel = _chosen(event, tuple(layouts[name] for name in event.inputs),
-                                 out_term, sizes, cache, wishes)
+                                 out_term, sizes, cache, targets, memo)
                 if event.phase == "forward" and kernel.kind == "bmm":
                     promote = tuple(
                         position
@@ -364,26 +438,38 @@ def _lower_pass(
                                                       kernel.inputs[position].copy)
                 layouts[event.tensor] = Layout.packed(out_term, kernel.out_order)
                 done_event = event._replace(kernel=kernel, workspace=kernel.workspace)
-                _wish(done_event, made, found)
+                _wish(done_event, sources, found)
+                _made(producer, event, index)
                 lowered.append(done_event)
             case "view":
                 source = layouts.pop(event.inputs[0])
+                producer.pop(event.inputs[0], None)
+                producer.pop(event.tensor, None)
                 layouts[event.tensor] = source
                 lowered.append(event)
             case _:
+                producer.pop(event.tensor, None)
                 layouts[event.tensor] = Layout.contiguous(out_term, sizes)
                 lowered.append(event)
-    return tuple(lowered), found, given_layouts
+    return tuple(lowered), found, seen
 
 
-def _wish(event: Event, made: set[str], found: dict[str, tuple[str, ...]]) -> None:
+def _made(producer: dict[str, int], event: Event, index: int) -> None:
+    """Note the contraction that made a tensor, when its layout can be aimed."""
+    if len(event.inputs) == 2 and not event.view:
+        producer[event.tensor] = index
+    else:
+        producer.pop(event.tensor, None)
+
+
+def _wish(event: Event, sources: tuple[int | None, ...], found: Wishes) -> None:
     """Record the layouts a product copies contraction results into."""
     kernel = event.kernel
     if kernel is None or kernel.kind != "bmm":
         return
-    for name, prep in zip(event.inputs, kernel.inputs, strict=True):
-        if prep.copy and not prep.reduce and name in made:
-            found.setdefault(name, prep.copy)
+    for position, (source, prep) in enumerate(zip(sources, kernel.inputs, strict=True)):
+        if source is not None and prep.copy and not prep.reduce and source not in found:
+            found[source] = _readable(kernel, position)
 
 
 def _chosen(
@@ -392,16 +478,17 @@ def _chosen(
     out_term: str,
     sizes: Mapping[str, int],
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
-    wishes: Mapping[str, tuple[str, ...]],
+    targets: tuple[tuple[str, ...], ...] | None,
+    memo: Aimed,
 ) -> Kernel:
-    """The event's kernel: the wished output layout when that copies less overall."""
+    """The event's kernel: a wished output layout when that copies less overall."""
     kernel = _lowered(inputs, out_term, sizes, cache)
-    target = wishes.get(event.tensor)
-    if target is None or event.view or len(inputs) != 2 or tuple(kernel.out_order) == target:
+    if (targets is None or event.view or len(inputs) != 2
+            or tuple(kernel.out_order) in targets):
         return kernel
-    aimed = lower_to_layout(inputs, out_term, sizes, target)
+    aimed = _aimed(inputs, out_term, sizes, targets, memo)
     # The product that reads the result saves a copy of all of it.
-    if aimed is not None and sum(aimed.workspace) < sum(kernel.workspace) + event.elements:
+    if aimed is not None and _cost(aimed, sizes) < _cost(kernel, sizes) + event.elements:
         return aimed
     return kernel
 
