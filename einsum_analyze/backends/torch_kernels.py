@@ -136,9 +136,7 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
     preps = [_Input(term, prep, sizes) for term, prep in zip(terms, kernel.inputs, strict=True)]
     out_labels = "".join(kernel.out_order)
     out_shape = tuple(sizes[c] for c in kernel.out_order)
-
-    def present(buffer: Any) -> Any:
-        return _finish(_arrange(buffer, out_labels, out_term), out_term, view_term, sizes)
+    present = _presenter(out_labels, out_shape, out_term, view_term, sizes)
 
     match kernel.kind:
         case "reduce":
@@ -186,6 +184,21 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
             raise AssertionError(f"unknown kernel {kernel.kind!r}")
 
 
+def _presenter(out_labels: str, out_shape: tuple[int, ...], out_term: str, view_term: str,
+               sizes: Mapping[str, int]) -> Callable[[Any], Any]:
+    """The view of a fresh contiguous output in the step's term, as one ``as_strided``.
+
+    Its sizes and strides are found once, on a meta tensor, by the same views
+    (:func:`_arrange`, :func:`_finish`): one call per step instead of several.
+    """
+    import torch
+
+    meta = torch.empty(out_shape, device="meta")
+    shown = _finish(_arrange(meta, out_labels, out_term), out_term, view_term, sizes)
+    size, stride = tuple(shown.shape), tuple(shown.stride())
+    return lambda buffer: buffer.as_strided(size, stride)
+
+
 def _compile_bmm(
     kernel: Kernel, preps: Sequence[_Input], names: Sequence[str], target: str,
     present: Callable[[Any], Any], sizes: Mapping[str, int],
@@ -226,7 +239,7 @@ def _compile_bmm(
         else:
             out = torch.empty((nb, nl, nr), dtype=a.dtype, device=a.device)
             torch.bmm(a, b, out=out)
-        live[target] = present(out.view([sizes[c] for c in kernel.out_order]))
+        live[target] = present(out)
         if not promoted:
             return None
         ready = (a_ready, b_ready)
