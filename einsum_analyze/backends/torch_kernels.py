@@ -93,11 +93,14 @@ class _Input:
             labels = "".join(prep.copy)
         self.labels = labels
         self.memory_perm = tuple(labels.index(c) for c in prep.order)
+        self.plain = len(distinct) == len(term) and not self.drop
 
     def __call__(self, tensor: Any, workspace: list[Any]) -> Any:
         import torch
 
-        view = _diagonal_view(tensor, self.term)
+        if self.plain and not self.reduce_perm and not self.copy_perm:
+            return tensor
+        view = tensor if self.plain else _diagonal_view(tensor, self.term)
         for position in reversed(self.drop):
             view = view.squeeze(position)
         if self.reduce_perm:
