@@ -24,6 +24,7 @@ from pathlib import Path
 
 from einsum_analyze import analyze, execute
 from einsum_analyze.backends import backend_names
+from einsum_analyze.precision import PRECISIONS, precision_context, precision_dtype
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import environment, scaled  # noqa: E402
@@ -149,6 +150,8 @@ def main() -> int:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--backend", default="torch", choices=backend_names())
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
+    parser.add_argument("--precision", default="highest", choices=PRECISIONS,
+                        help="compute mode of the runs (einsum_analyze/precision.py)")
     parser.add_argument("--json", dest="json_path", default=None)
     parser.add_argument("--markdown", default=None)
     parser.add_argument("--page", default=None,
@@ -184,12 +187,15 @@ def run_cases(args: argparse.Namespace) -> dict:
         if wanted and case["name"] not in wanted:
             continue
         shapes = scaled(case["shapes"], scale)
-        report = analyze(case["equation"], shapes, dtype=args.dtype)
-        report = execute(report, devices=[args.device], backend=args.backend,
-                         repeats=args.repeats, warmup=args.warmup)
+        dtype = precision_dtype(args.precision, args.dtype)
+        report = analyze(case["equation"], shapes, dtype=dtype)
+        with precision_context(args.precision):
+            report = execute(report, devices=[args.device], backend=args.backend,
+                             repeats=args.repeats, warmup=args.warmup)
         results.append({"name": case["name"], "shapes": shapes, "report": report.to_dict()})
         print(f"# {case['name']} done", file=sys.stderr, flush=True)
-    return {"environment": environment(args.device), "scale": scale, "results": results,
+    return {"environment": {**environment(args.device), "precision": args.precision},
+            "scale": scale, "results": results,
             "wall_s": time.perf_counter() - start}
 
 
