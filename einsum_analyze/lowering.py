@@ -537,10 +537,6 @@ def lower_to_layout(
     batch_set = {c for c in big if c in a_labels and c in b_labels}
     left_set = {c for c in big if c in a_labels and c not in b_labels}
     right_set = {c for c in big if c in b_labels and c not in a_labels}
-    nb = len(batch_set)
-    batch, rest = target[:nb], target[nb:]
-    if set(batch) != batch_set:
-        return None
     if not contracted_set:
         return Kernel(
             kind="mul",
@@ -554,6 +550,10 @@ def lower_to_layout(
             out_order=target,
             workspace=tuple(workspace),
         )
+    nb = len(batch_set)
+    batch, rest = target[:nb], target[nb:]
+    if set(batch) != batch_set:
+        return None
     if set(rest[:len(left_set)]) == left_set:
         left, right = rest[:len(left_set)], rest[len(left_set):]
     elif set(rest[:len(right_set)]) == right_set:

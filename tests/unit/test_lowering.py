@@ -8,8 +8,15 @@ from corpus import by_name
 
 from einsum_analyze import parse_equation, plan_contraction
 from einsum_analyze.backends.torch_backend import compile_schedule, run_schedule
-from einsum_analyze.lowering import InputPrep, Layout, lower_contraction, lower_events
+from einsum_analyze.lowering import (
+    InputPrep,
+    Layout,
+    lower_contraction,
+    lower_events,
+    lower_to_layout,
+)
 from einsum_analyze.memory import forward_schedule, input_elements, simulate_memory
+from einsum_analyze.schedule import Event
 from einsum_analyze.strategies import build_strategy
 
 SIZES = {"a": 2, "b": 3, "c": 4, "i": 5, "j": 6, "k": 7, "x": 8, "y": 9, "o": 1}
@@ -282,3 +289,55 @@ def test_tn18_promotions_keep_memory_exact(optimizer):
     run = run_schedule(result.events, operands, upstream, eq.size_dict)
     assert run.live_bytes == result.memory.live_bytes
     assert run.high_bytes == result.memory.high_bytes
+
+
+# --- lookahead: a wished output order -------------------------------------------------------
+
+
+def test_lower_to_layout_computes_the_transposed_product():
+    ab, bc = Layout.contiguous("ab", SIZES), Layout.contiguous("bc", SIZES)
+    kernel = lower_to_layout([ab, bc], "ac", SIZES, ("c", "a"))
+    assert kernel is not None and kernel.kind == "bmm"
+    assert kernel.out_order == ("c", "a") and kernel.workspace == ()
+    assert (kernel.left, kernel.right) == (("a",), ("c",))
+    # The plain product writes (a, c); no kernel writes a label order that splits a group.
+    assert lower_contraction([ab, bc], "ac", SIZES).out_order == ("a", "c")
+
+
+def test_lower_to_layout_copies_an_input_to_order_a_group():
+    # ijk,kx->ijx: the left group (i, j) written as (j, i) needs A copied.
+    ijk, kx = Layout.contiguous("ijk", SIZES), Layout.contiguous("kx", SIZES)
+    kernel = lower_to_layout([ijk, kx], "ijx", SIZES, ("j", "i", "x"))
+    assert kernel is not None
+    assert kernel.inputs[0].copy == ("j", "i", "k")
+    assert kernel.workspace == (6 * 5 * 7,)
+    # A batch label must come first: no bmm writes it inside.
+    ajk, akx = Layout.contiguous("ajk", SIZES), Layout.contiguous("akx", SIZES)
+    assert lower_to_layout([ajk, akx], "ajx", SIZES, ("j", "a", "x")) is None
+    assert lower_to_layout([ajk, akx], "ajx", SIZES, ("a", "x", "j")).out_order == (
+        "a", "x", "j")
+
+
+def test_lower_to_layout_lets_an_elementwise_product_write_any_order():
+    ab, bc = Layout.contiguous("ab", SIZES), Layout.contiguous("bc", SIZES)
+    kernel = lower_to_layout([ab, bc], "abc", SIZES, ("c", "b", "a"))
+    assert kernel is not None and kernel.kind == "mul"
+    assert kernel.out_order == ("c", "b", "a") and kernel.workspace == ()
+    assert lower_to_layout([ab, bc], "abc", SIZES, ("c", "a")) is None  # not its labels
+
+
+@pytest.mark.parametrize("target", [("c", "a"), ("a", "c")])
+def test_the_transposed_product_runs_as_lowered(target):
+    sizes = {"a": 3, "b": 4, "c": 5}
+    ab, bc = Layout.contiguous("ab", sizes), Layout.contiguous("bc", sizes)
+    kernel = lower_to_layout([ab, bc], "ac", sizes, target)
+    assert kernel is not None
+    event = Event("alloc", "x2", 15, "forward", op="contract", inputs=("in0", "in1"),
+                  equation="ab,bc->ac", kernel=kernel, workspace=kernel.workspace)
+    compiled = compile_schedule([event], sizes)
+    a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 5, dtype=torch.float64)
+    live = {"in0": a, "in1": b}
+    compiled.forward[0](live, [])
+    torch.testing.assert_close(live["x2"], a @ b)
+    assert live["x2"].permute([("a", "c").index(c) for c in target]).is_contiguous()
+    assert live["x2"].untyped_storage().nbytes() == 15 * 8
