@@ -378,7 +378,7 @@ def test_a_network_of_500_operands_stays_fast():
 def test_an_exact_search_out_of_replays_says_so(monkeypatch):
     # A 7-operand network whose least peak needs more than 3 replays to prove (tn18's
     # is proven at once since the lowering's lookahead leaves it no layout copies).
-    case = by_name("oe10:cd,bdhe,aidb,hgca,gc,hgibcd,hgac")
+    case = by_name("oe13:chd,bde,agbc,hiad,hgc,hgi,hiad")
     plan = plan_contraction(parse_equation(case.equation, case.shapes), "dp")
     full = choose_keep(plan, range(7), 4, None)
     assert full.method == "exact" and full.complete is (full.evaluated <= 400)
