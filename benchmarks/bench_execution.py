@@ -141,6 +141,16 @@ def write_page(page: Path, section: str, saved: dict) -> None:
     page.write_text(head + begin + "\n" + markdown(saved) + tail, encoding="utf-8")
 
 
+def no_lookahead() -> None:
+    """Strategies lowered as before the lookahead: each contraction's own cheapest kernel."""
+    import functools
+
+    import einsum_analyze.strategies.registry as registry
+    from einsum_analyze.lowering import lower_events
+
+    registry.lower_events = functools.partial(lower_events, lookahead=False)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
@@ -159,7 +169,11 @@ def main() -> int:
     parser.add_argument("--section", default=None, help="the page's section: h200 or cpu")
     parser.add_argument("--from-json", default=None,
                         help="render a saved --json result instead of running")
+    parser.add_argument("--no-lookahead", action="store_true",
+                        help="lower without the layout lookahead (the tree before it)")
     args = parser.parse_args()
+    if args.no_lookahead:
+        no_lookahead()
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
     else:
@@ -194,7 +208,8 @@ def run_cases(args: argparse.Namespace) -> dict:
                              repeats=args.repeats, warmup=args.warmup)
         results.append({"name": case["name"], "shapes": shapes, "report": report.to_dict()})
         print(f"# {case['name']} done", file=sys.stderr, flush=True)
-    return {"environment": {**environment(args.device), "precision": args.precision},
+    return {"environment": {**environment(args.device), "precision": args.precision,
+                            "lookahead": not args.no_lookahead},
             "scale": scale, "results": results,
             "wall_s": time.perf_counter() - start}
 

@@ -25,6 +25,16 @@ from _common import scaled  # noqa: E402
 HERE = Path(__file__).parent
 
 
+def no_lookahead() -> None:
+    """Strategies lowered as before the lookahead: each contraction's own cheapest kernel."""
+    import functools
+
+    import einsum_analyze.strategies.registry as registry
+    from einsum_analyze.lowering import lower_events
+
+    registry.lower_events = functools.partial(lower_events, lookahead=False)
+
+
 def main() -> int:
     import torch
 
@@ -35,7 +45,11 @@ def main() -> int:
     parser.add_argument("--strategy", default="reverse")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--no-lookahead", action="store_true",
+                        help="lower without the layout lookahead (the tree before it)")
     args = parser.parse_args()
+    if args.no_lookahead:
+        no_lookahead()
     scale = args.scale if args.scale is not None else (1 if args.device.startswith("cuda") else 8)
     cases = {c["name"]: c for c in json.loads((HERE / "cases.json").read_text())["cases"]}
     case = cases[args.case]
