@@ -242,9 +242,11 @@ def lower_events(
     cache = {} if cache is None else cache
     memo: Aimed = {}
     best, wishes, seen = _lower_pass(events, operand_terms, sizes, cache, {}, memo)
+    if not lookahead or not wishes or len(events) > LOOKAHEAD_EVENTS:
+        return best
     best_copied = _copied(best, sizes)
     current = best
-    for _ in range(_PASSES if lookahead and len(events) <= LOOKAHEAD_EVENTS else 0):
+    for _ in range(_PASSES):
         if not wishes or not best_copied:
             break
         wishes = _propagate(current, seen, sizes, wishes, memo)
