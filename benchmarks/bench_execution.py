@@ -24,6 +24,7 @@ from pathlib import Path
 
 from einsum_analyze import analyze, execute
 from einsum_analyze.backends import backend_names
+from einsum_analyze.precision import PRECISIONS, precision_context, precision_dtype
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import environment, scaled  # noqa: E402
@@ -140,6 +141,16 @@ def write_page(page: Path, section: str, saved: dict) -> None:
     page.write_text(head + begin + "\n" + markdown(saved) + tail, encoding="utf-8")
 
 
+def no_lookahead() -> None:
+    """Strategies lowered as before the lookahead: each contraction's own cheapest kernel."""
+    import functools
+
+    import einsum_analyze.strategies.registry as registry
+    from einsum_analyze.lowering import lower_events
+
+    registry.lower_events = functools.partial(lower_events, lookahead=False)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
@@ -149,6 +160,8 @@ def main() -> int:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--backend", default="torch", choices=backend_names())
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
+    parser.add_argument("--precision", default="highest", choices=PRECISIONS,
+                        help="compute mode of the runs (einsum_analyze/precision.py)")
     parser.add_argument("--json", dest="json_path", default=None)
     parser.add_argument("--markdown", default=None)
     parser.add_argument("--page", default=None,
@@ -156,7 +169,11 @@ def main() -> int:
     parser.add_argument("--section", default=None, help="the page's section: h200 or cpu")
     parser.add_argument("--from-json", default=None,
                         help="render a saved --json result instead of running")
+    parser.add_argument("--no-lookahead", action="store_true",
+                        help="lower without the layout lookahead (the tree before it)")
     args = parser.parse_args()
+    if args.no_lookahead:
+        no_lookahead()
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
     else:
@@ -184,12 +201,16 @@ def run_cases(args: argparse.Namespace) -> dict:
         if wanted and case["name"] not in wanted:
             continue
         shapes = scaled(case["shapes"], scale)
-        report = analyze(case["equation"], shapes, dtype=args.dtype)
-        report = execute(report, devices=[args.device], backend=args.backend,
-                         repeats=args.repeats, warmup=args.warmup)
+        dtype = precision_dtype(args.precision, args.dtype)
+        report = analyze(case["equation"], shapes, dtype=dtype)
+        with precision_context(args.precision):
+            report = execute(report, devices=[args.device], backend=args.backend,
+                             repeats=args.repeats, warmup=args.warmup)
         results.append({"name": case["name"], "shapes": shapes, "report": report.to_dict()})
         print(f"# {case['name']} done", file=sys.stderr, flush=True)
-    return {"environment": environment(args.device), "scale": scale, "results": results,
+    return {"environment": {**environment(args.device), "precision": args.precision,
+                            "lookahead": not args.no_lookahead},
+            "scale": scale, "results": results,
             "wall_s": time.perf_counter() - start}
 
 

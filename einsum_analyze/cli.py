@@ -28,6 +28,7 @@ from .cli_verbs import compare_cli, plot_cli, write_plot
 from .errors import EinsumAnalyzeError
 from .parsing import parse_seconds, parse_shapes, parse_sizes, parse_strategy_names
 from .planning import OPTIMIZERS
+from .precision import PRECISIONS, precision_dtype
 from .strategies import STRATEGIES, get_strategy, strategy_names
 from .terminal import (
     RunProgress,
@@ -197,6 +198,15 @@ class _AnalyzeCommand(OneLineErrors):
     help="Element type for byte figures.",
 )
 @click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default="highest",
+    show_default=True,
+    help="How runs compute: float32 in full, tf32 (CUDA matrix products in TensorFloat-32), "
+    "or bf16 / fp16 (every tensor in bfloat16 / float16). Gradient errors are against "
+    "the float64 oracle.",
+)
+@click.option(
     "--grad",
     default="all",
     show_default=True,
@@ -294,6 +304,7 @@ def cli(
     objective: str | None,
     cotengra: bool,
     dtype: str,
+    precision: str,
     grad: str,
     strategies: str,
     devices: tuple[str, ...],
@@ -326,12 +337,13 @@ def cli(
         budgets = _read_budgets(
             max_flops, max_backward_flops, max_peak, max_retained, max_time, budget_strategy
         )
+        dtype = precision_dtype(precision, dtype)
         settings = _Settings(optimize, memory_limit, dtype, grad,
                              parse_strategy_names(strategies), budget, objective, cotengra,
-                             parse_seconds(max_search_time, "--max-search-time"),
-                             read_profile(roofline))
+                              parse_seconds(max_search_time, "--max-search-time"),
+                              read_profile(roofline))
         run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force,
-                          profile_steps)
+                          profile_steps, precision)
         run.check(dtype)
         check_json_path(json_path)
         _check_plot_path(plot_path)
@@ -539,6 +551,7 @@ class _RunOptions:
     max_memory: str | None
     force: bool
     profile_steps: bool = False
+    precision: str = "highest"
 
     def check(self, dtype: str) -> None:
         """Refuse what can never run at once, before any analysis, even with --device none."""
@@ -586,16 +599,21 @@ def _case_run(case: Any, run: _RunOptions) -> _RunOptions:
 def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
              progress: RunProgress) -> Report:
     from .execution import execute
+    from .precision import describe_precision, precision_context
 
     if not report.strategies:
         raise click.UsageError(
             "running needs at least one --strategy; drop --device or use --device none"
         )
     try:
-        return execute(report, devices=devices, backend=run.backend, repeats=run.repeats,
-                       warmup=run.warmup, seed=run.seed, max_memory=run.max_memory,
-                       force=run.force, on_progress=progress.run, on_run=progress.run_done,
-                       profile_steps=run.profile_steps)
+        with precision_context(run.precision):
+            report = execute(report, devices=devices, backend=run.backend,
+                             repeats=run.repeats, warmup=run.warmup, seed=run.seed,
+                             max_memory=run.max_memory, force=run.force,
+                             on_progress=progress.run, on_run=progress.run_done,
+                             profile_steps=run.profile_steps)
+        precision = describe_precision(run.precision, report.dtype)
+        return replace(report, environment={**report.environment, "precision": precision})
     finally:
         progress.finish_runs()
 

@@ -93,11 +93,14 @@ class _Input:
             labels = "".join(prep.copy)
         self.labels = labels
         self.memory_perm = tuple(labels.index(c) for c in prep.order)
+        self.plain = len(distinct) == len(term) and not self.drop
 
     def __call__(self, tensor: Any, workspace: list[Any]) -> Any:
         import torch
 
-        view = _diagonal_view(tensor, self.term)
+        if self.plain and not self.reduce_perm and not self.copy_perm:
+            return tensor
+        view = tensor if self.plain else _diagonal_view(tensor, self.term)
         for position in reversed(self.drop):
             view = view.squeeze(position)
         if self.reduce_perm:
@@ -136,9 +139,7 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
     preps = [_Input(term, prep, sizes) for term, prep in zip(terms, kernel.inputs, strict=True)]
     out_labels = "".join(kernel.out_order)
     out_shape = tuple(sizes[c] for c in kernel.out_order)
-
-    def present(buffer: Any) -> Any:
-        return _finish(_arrange(buffer, out_labels, out_term), out_term, view_term, sizes)
+    present = _presenter(out_labels, out_shape, out_term, view_term, sizes)
 
     match kernel.kind:
         case "reduce":
@@ -186,6 +187,21 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
             raise AssertionError(f"unknown kernel {kernel.kind!r}")
 
 
+def _presenter(out_labels: str, out_shape: tuple[int, ...], out_term: str, view_term: str,
+               sizes: Mapping[str, int]) -> Callable[[Any], Any]:
+    """The view of a fresh contiguous output in the step's term, as one ``as_strided``.
+
+    Its sizes and strides are found once, on a meta tensor, by the same views
+    (:func:`_arrange`, :func:`_finish`): one call per step instead of several.
+    """
+    import torch
+
+    meta = torch.empty(out_shape, device="meta")
+    shown = _finish(_arrange(meta, out_labels, out_term), out_term, view_term, sizes)
+    size, stride = tuple(shown.shape), tuple(shown.stride())
+    return lambda buffer: buffer.as_strided(size, stride)
+
+
 def _compile_bmm(
     kernel: Kernel, preps: Sequence[_Input], names: Sequence[str], target: str,
     present: Callable[[Any], Any], sizes: Mapping[str, int],
@@ -208,6 +224,8 @@ def _compile_bmm(
     b_shape = (nb, nk, nr) if b_contracted_first else (nb, nr, nk)
 
     promoted = [(position, names[position], preps[position]) for position in kernel.promote]
+    # The lowering may ask for the output as (batch, right, left): the transposed product.
+    swapped = tuple(kernel.out_order) != kernel.batch + kernel.left + kernel.right
 
     def run_bmm(live: Live, workspace: list[Any]) -> dict[str, Any] | None:
         a_ready = a_prep(live[a_name], workspace)
@@ -218,9 +236,13 @@ def _compile_bmm(
             a = a.transpose(1, 2)
         if not b_contracted_first:
             b = b.transpose(1, 2)
-        out = torch.empty((nb, nl, nr), dtype=a.dtype, device=a.device)
-        torch.bmm(a, b, out=out)
-        live[target] = present(out.view([sizes[c] for c in kernel.out_order]))
+        if swapped:
+            out = torch.empty((nb, nr, nl), dtype=a.dtype, device=a.device)
+            torch.bmm(b.transpose(1, 2), a.transpose(1, 2), out=out)
+        else:
+            out = torch.empty((nb, nl, nr), dtype=a.dtype, device=a.device)
+            torch.bmm(a, b, out=out)
+        live[target] = present(out)
         if not promoted:
             return None
         ready = (a_ready, b_ready)

@@ -8,8 +8,15 @@ from corpus import by_name
 
 from einsum_analyze import parse_equation, plan_contraction
 from einsum_analyze.backends.torch_backend import compile_schedule, run_schedule
-from einsum_analyze.lowering import InputPrep, Layout, lower_contraction, lower_events
+from einsum_analyze.lowering import (
+    InputPrep,
+    Layout,
+    lower_contraction,
+    lower_events,
+    lower_to_layout,
+)
 from einsum_analyze.memory import forward_schedule, input_elements, simulate_memory
+from einsum_analyze.schedule import Event
 from einsum_analyze.strategies import build_strategy
 
 SIZES = {"a": 2, "b": 3, "c": 4, "i": 5, "j": 6, "k": 7, "x": 8, "y": 9, "o": 1}
@@ -160,7 +167,44 @@ def readme():
     return eq, plan
 
 
-def test_retained_input_copy_is_promoted(readme):
+@pytest.fixture
+def no_lookahead(monkeypatch):
+    """Strategies lowered without the lookahead: each product copies what it needs."""
+    import functools
+
+    import einsum_analyze.strategies.registry as registry
+
+    monkeypatch.setattr(registry, "lower_events",
+                        functools.partial(lower_events, lookahead=False))
+
+
+def test_lookahead_writes_the_retained_tensor_as_its_product_reads_it(readme):
+    eq, plan = readme
+    result = build_strategy("reverse", plan, range(4), itemsize=8)
+    events = {e.tensor: e for e in result.events if e.kind == "alloc"}
+    # dnc,bc -> dnb is computed transposed, written (b, d, n): the last step (summing d
+    # over the batch b) reads it as it is.
+    assert events["x5"].kernel.out_order == ("b", "d", "n")
+    assert events["x6"].workspace == ()
+    assert events["x6"].kernel.promote == ()
+    # Nothing is copied any more; without the lookahead, x5 (7168 elements) and the small
+    # dnc (28) and its gradient are.
+    assert all(e.workspace == () for e in result.events)
+    plain = lower_events(result.events, eq.terms, eq.size_dict, lookahead=False)
+    assert sum(sum(e.workspace) for e in plain if e.kind != "free") == 512 * 7 * 2 + 2 * 28
+    # The product writes the lookahead's order; its values are unchanged (float64 oracle).
+    compiled = compile_schedule(result.events, eq.size_dict)
+    generator = torch.Generator().manual_seed(0)
+    operands = [torch.randn(s, generator=generator, dtype=torch.float64) for s in eq.shapes]
+    live = {f"in{k}": t for k, t in enumerate(operands)}
+    with torch.no_grad():
+        for op in compiled.forward:
+            op(live, [])
+    torch.testing.assert_close(live[compiled.output], torch.einsum(eq.explicit, *operands))
+    assert live["x5"].permute(2, 0, 1).is_contiguous()
+
+
+def test_retained_input_copy_is_promoted(readme, no_lookahead):
     eq, plan = readme
     result = build_strategy("reverse", plan, range(4), itemsize=8)
     events = {e.tensor: e for e in result.events if e.kind == "alloc"}
@@ -185,7 +229,8 @@ def test_retained_input_copy_is_promoted(readme):
 
 def test_inference_never_promotes(readme):
     eq, plan = readme
-    events = lower_events(forward_schedule(plan), eq.terms, eq.size_dict)
+    assert lower_events(forward_schedule(plan), eq.terms, eq.size_dict)[-1].workspace == ()
+    events = lower_events(forward_schedule(plan), eq.terms, eq.size_dict, lookahead=False)
     assert all(e.kernel is None or e.kernel.promote == () for e in events)
     last = [e for e in events if e.kind == "alloc"][-1]
     assert last.workspace == (512 * 7 * 2,)  # the copy is still made, then freed
@@ -195,7 +240,7 @@ def test_inference_never_promotes(readme):
     assert mem.high_bytes[-2] == mem.input_bytes + (7168 + 7168 + 3584) * 8
 
 
-def test_promoted_copy_replaces_the_tensor_in_the_executor(readme):
+def test_promoted_copy_replaces_the_tensor_in_the_executor(readme, no_lookahead):
     eq, plan = readme
     result = build_strategy("reverse", plan, range(4), itemsize=8)
     compiled = compile_schedule(result.events, eq.size_dict)
@@ -244,3 +289,55 @@ def test_tn18_promotions_keep_memory_exact(optimizer):
     run = run_schedule(result.events, operands, upstream, eq.size_dict)
     assert run.live_bytes == result.memory.live_bytes
     assert run.high_bytes == result.memory.high_bytes
+
+
+# --- lookahead: a wished output order -------------------------------------------------------
+
+
+def test_lower_to_layout_computes_the_transposed_product():
+    ab, bc = Layout.contiguous("ab", SIZES), Layout.contiguous("bc", SIZES)
+    kernel = lower_to_layout([ab, bc], "ac", SIZES, ("c", "a"))
+    assert kernel is not None and kernel.kind == "bmm"
+    assert kernel.out_order == ("c", "a") and kernel.workspace == ()
+    assert (kernel.left, kernel.right) == (("a",), ("c",))
+    # The plain product writes (a, c); no kernel writes a label order that splits a group.
+    assert lower_contraction([ab, bc], "ac", SIZES).out_order == ("a", "c")
+
+
+def test_lower_to_layout_copies_an_input_to_order_a_group():
+    # ijk,kx->ijx: the left group (i, j) written as (j, i) needs A copied.
+    ijk, kx = Layout.contiguous("ijk", SIZES), Layout.contiguous("kx", SIZES)
+    kernel = lower_to_layout([ijk, kx], "ijx", SIZES, ("j", "i", "x"))
+    assert kernel is not None
+    assert kernel.inputs[0].copy == ("j", "i", "k")
+    assert kernel.workspace == (6 * 5 * 7,)
+    # A batch label must come first: no bmm writes it inside.
+    ajk, akx = Layout.contiguous("ajk", SIZES), Layout.contiguous("akx", SIZES)
+    assert lower_to_layout([ajk, akx], "ajx", SIZES, ("j", "a", "x")) is None
+    assert lower_to_layout([ajk, akx], "ajx", SIZES, ("a", "x", "j")).out_order == (
+        "a", "x", "j")
+
+
+def test_lower_to_layout_lets_an_elementwise_product_write_any_order():
+    ab, bc = Layout.contiguous("ab", SIZES), Layout.contiguous("bc", SIZES)
+    kernel = lower_to_layout([ab, bc], "abc", SIZES, ("c", "b", "a"))
+    assert kernel is not None and kernel.kind == "mul"
+    assert kernel.out_order == ("c", "b", "a") and kernel.workspace == ()
+    assert lower_to_layout([ab, bc], "abc", SIZES, ("c", "a")) is None  # not its labels
+
+
+@pytest.mark.parametrize("target", [("c", "a"), ("a", "c")])
+def test_the_transposed_product_runs_as_lowered(target):
+    sizes = {"a": 3, "b": 4, "c": 5}
+    ab, bc = Layout.contiguous("ab", sizes), Layout.contiguous("bc", sizes)
+    kernel = lower_to_layout([ab, bc], "ac", sizes, target)
+    assert kernel is not None
+    event = Event("alloc", "x2", 15, "forward", op="contract", inputs=("in0", "in1"),
+                  equation="ab,bc->ac", kernel=kernel, workspace=kernel.workspace)
+    compiled = compile_schedule([event], sizes)
+    a, b = torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 5, dtype=torch.float64)
+    live = {"in0": a, "in1": b}
+    compiled.forward[0](live, [])
+    torch.testing.assert_close(live["x2"], a @ b)
+    assert live["x2"].permute([("a", "c").index(c) for c in target]).is_contiguous()
+    assert live["x2"].untyped_storage().nbytes() == 15 * 8
