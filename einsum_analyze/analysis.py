@@ -212,6 +212,7 @@ def _analyze_one(
             result = build_strategy(
                 spec.name, plan, operands, itemsize=itemsize, gradients=gradients,
                 options=(strategy_options or {}).get(spec.name),
+                upstream_copy=dtype.startswith("complex"),
             )
             strategy_results.append(result)
             warnings.extend(w for w in result.warnings if w not in warnings)
@@ -222,7 +223,8 @@ def _analyze_one(
             itemsize=itemsize,
         )
     found, recommended, summary = _search(
-        plan, operands, itemsize=itemsize, objective=objective, budget_bytes=budget_bytes,
+        plan, operands, itemsize=itemsize, upstream_copy=dtype.startswith("complex"),
+        objective=objective, budget_bytes=budget_bytes,
         memory_limit=limit, optimize=optimize, cotengra=cotengra, search_time=search_time,
         strategies=strategy_results, max_search_s=max_search_s,
     )
@@ -329,6 +331,7 @@ def _search(
     operands: tuple[int, ...],
     *,
     itemsize: int,
+    upstream_copy: bool,
     objective: Objective | None,
     budget_bytes: int | None,
     memory_limit: int | None,
@@ -347,7 +350,8 @@ def _search(
                              time_limit=search_time, cotengra=cotengra,
                              strategies=[s.name for s in strategies
                                          if get_strategy(s.name).lowered],
-                             known=strategies, max_search_s=max_search_s)
+                             known=strategies, max_search_s=max_search_s,
+                             upstream_copy=upstream_copy)
         recommended = recommend(found, budget_bytes)
         if budget_bytes is None:
             # No budget: the cheapest plan that holds no more than torch.einsum itself

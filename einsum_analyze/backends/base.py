@@ -197,6 +197,7 @@ def predicted_peak_bytes(
     output_elements: int,
     itemsize: int,
     is_cuda: bool,
+    upstream_copy: bool = False,
 ) -> int:
     """A schedule's predicted peak, inputs included, as the device's allocator sees it.
 
@@ -206,6 +207,7 @@ def predicted_peak_bytes(
         output_elements: Elements of the forward result.
         itemsize: Bytes per element.
         is_cuda: Round every allocation up to 512 bytes, as CUDA's caching allocator does.
+        upstream_copy: The seed copies the caller's upstream gradient (complex dtypes).
 
     Example:
         >>> predicted_peak_bytes([], input_bytes=[12, 20], output_elements=1, itemsize=4,
@@ -218,6 +220,7 @@ def predicted_peak_bytes(
         output_elements=output_elements,
         itemsize=itemsize,
         granularity=CUDA_GRANULARITY if is_cuda else 1,
+        upstream_copy=upstream_copy,
     )
     return replay.peak_bytes + sum(allocated_bytes(b, is_cuda) for b in input_bytes)
 

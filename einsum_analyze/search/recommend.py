@@ -126,6 +126,7 @@ def score_path(
     budget: int | None = None,
     gradients: GradientPlan | None = None,
     known: StrategyResult | None = None,
+    upstream_copy: bool = False,
 ) -> PlanScore:
     """One strategy on one path, scored by our model (``known``: its result, built)."""
     if known is not None:
@@ -135,7 +136,7 @@ def score_path(
         options = ({"budget_bytes": budget}
                    if budget is not None and "budget_bytes" in spec.options else None)
         result = build_strategy(strategy, plan, grad, itemsize=itemsize, gradients=gradients,
-                                options=options)
+                                options=options, upstream_copy=upstream_copy)
     return PlanScore(
         path=tuple(tuple(s) for s in plan.path),
         source=source,
@@ -168,6 +169,7 @@ def search_plans(
     strategies: Sequence[str] | None = None,
     known: Sequence[StrategyResult] = (),
     max_search_s: float | None = DEFAULT_MAX_SEARCH_S,
+    upstream_copy: bool = False,
 ) -> SearchResult:
     """Search candidate paths and strategies for the training step (see the module).
 
@@ -187,6 +189,8 @@ def search_plans(
             strategies): reused, not built again.
         max_search_s: Seconds each candidate path's gradient cores may spend in their
             path searches together (``--max-search-time``; None: no limit).
+        upstream_copy: The executor's seed copies the upstream gradient (complex dtypes;
+            :func:`~einsum_analyze.strategies.build_strategy`).
     """
     start = time.perf_counter()
     equation = forward.equation
@@ -212,7 +216,8 @@ def search_plans(
         for name in cheap:
             scored.append(score_path(plan, grad, name, itemsize=itemsize,
                                      source=sources[path], budget=budget,
-                                     known=reuse.get(name) if path == forward_path else None))
+                                     known=reuse.get(name) if path == forward_path else None,
+                                     upstream_copy=upstream_copy))
     for name in costly:
         # The report's path is a candidate unless a pairwise version replaced it.
         if name in reuse and forward_path in plans:
@@ -235,7 +240,7 @@ def search_plans(
             for name in costly:
                 scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
                                          source=sources[path], budget=budget,
-                                         gradients=gradients))
+                                         gradients=gradients, upstream_copy=upstream_copy))
     if not scored:
         raise PlanningError("the search found no plan to score")
     key = objective_key(objective)
