@@ -17,6 +17,7 @@ from ..timing import Measurement
 from .relabel import ascii_equation, contract_along_path, torch_equation
 
 __all__ = [
+    "CALLER_UPSTREAM",
     "CUDA_GRANULARITY",
     "DeviceContext",
     "Executor",
@@ -32,6 +33,10 @@ __all__ = [
 
 CUDA_GRANULARITY = 512
 """CUDA's caching allocator rounds every block up to a multiple of 512 bytes."""
+
+CALLER_UPSTREAM = "caller upstream"
+"""An executor state's key for the caller's upstream gradient (never a schedule's name):
+``prepare_backward`` makes it, and the state holds it until backward returns."""
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Run:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..memory import Event
-from .base import DeviceContext, MemoryFigures, allocated_bytes
+from .base import CALLER_UPSTREAM, DeviceContext, MemoryFigures, allocated_bytes
 from .relabel import ascii_equation
 from .torch_kernels import CompiledSchedule, Live, Op, compile_schedule
 
@@ -168,10 +168,6 @@ def allocator_peak_cpu(call: Callable[[], Any]) -> tuple[int, int]:
         total += nbytes
         peak = max(peak, total)
     return peak, total
-
-
-CALLER_UPSTREAM = "caller upstream"
-"""The state's key for the caller's upstream gradient (never a schedule's name)."""
 
 
 def _seed_of(upstream: Any) -> Any:
