@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from .._types import LinearPath
+from ..analysis_memo import remembered, strategy_key
 from ..equation import Equation
 from ..errors import PlanningError
 from ..planning import DEFAULT_MAX_SEARCH_S, Plan
@@ -135,8 +136,14 @@ def score_path(
         spec = get_strategy(strategy)
         options = ({"budget_bytes": budget}
                    if budget is not None and "budget_bytes" in spec.options else None)
-        result = build_strategy(strategy, plan, grad, itemsize=itemsize, gradients=gradients,
-                                options=options, upstream_copy=upstream_copy)
+        def build() -> StrategyResult:
+            return build_strategy(strategy, plan, grad, itemsize=itemsize, gradients=gradients,
+                                  options=options, upstream_copy=upstream_copy)
+
+        # A sweep's limits share candidate paths: each is modelled once per analysis.
+        result = (build() if gradients is not None else remembered(
+            strategy_key(strategy, plan, grad, itemsize=itemsize, options=options,
+                         upstream_copy=upstream_copy), build))
     return PlanScore(
         path=tuple(tuple(s) for s in plan.path),
         source=source,
