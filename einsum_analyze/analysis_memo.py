@@ -79,7 +79,7 @@ def deterministic_path(
         >>> from einsum_analyze import parse_equation
         >>> eq = parse_equation("ab,bc,cd->ad", [(2, 3), (3, 4), (4, 5)])
         >>> deterministic_path(eq, "greedy", None)
-        [(0, 1), (0, 1)]
+        [(1, 2), (0, 1)]
     """
     function = _deterministic(name, equation.num_operands)
     if function is None:
