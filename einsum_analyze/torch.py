@@ -314,7 +314,7 @@ def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | 
         plan = _eager_plan(tensors, equation, strategy, optimize, budget_value, mask)
         if not any(mask):
             return _forward_output(plan, tensors)
-        if torch._C._are_functorch_transforms_active():
+        if _functorch_active is None or _functorch_active():
             result: torch.Tensor = _EagerContract.apply(plan, *tensors)  # type: ignore[no-untyped-call]
         else:
             result = _apply_eager(plan, *tensors)
@@ -383,6 +383,11 @@ _apply_eager: Callable[..., torch.Tensor] = getattr(
 """``autograd.Function.apply`` without its Python wrapper, which binds default arguments
 (the node has none) and unwraps functorch's dead wrappers (none outside a functorch
 transform, where :func:`einsum` calls the wrapper): a microsecond less per call."""
+
+_functorch_active: Callable[[], bool] | None = getattr(
+    torch._C, "_are_functorch_transforms_active", None)
+"""Whether a functorch transform (vmap, grad, ...) is active; None: this torch cannot say,
+and every call goes through the wrapper."""
 
 
 def _budget_bytes(budget: int | str | None) -> int:
