@@ -157,6 +157,10 @@ def per_call_overhead(iterations: int) -> dict[str, float]:
 
     Tiny operands on cpu, one thread: the difference is the Python and dispatch overhead
     of the call (custom op, plan lookup, autograd node), forward and forward + backward.
+    "The kernels" are the plan's compiled events run on ready-made live tensors (no
+    plan lookup, no autograd, the upstream gradient taken in place as the drop-in takes
+    it). Forward + backward goes through ``autograd.grad``, whose own per-call cost any
+    op pays (torch.einsum too): it is measured through ``torch.mm`` and reported apart.
     """
     import torch
 
@@ -171,14 +175,34 @@ def per_call_overhead(iterations: int) -> dict[str, float]:
         upstream = torch.randn(4, 4)
         plan = get_plan(equation, shapes, "float32", "cpu", (True, True), "auto", "auto", -1)
         da, db = a.detach(), b.detach()
+        forward_ops, backward_ops = plan.compiled.forward, plan.compiled.backward
 
+        def run(ops: Any, live: dict[str, Any]) -> dict[str, Any]:
+            for op in ops:
+                kept = op(live, [])
+                if kept:
+                    live.update(kept)
+            return live
+
+        # The kernels alone: the plan's compiled events on ready-made live tensors, the
+        # upstream gradient taken as the drop-in takes it (in place, never copied).
         def kernels_forward() -> Any:
-            return plan.run_forward([da, db])[plan.output]
+            with torch.no_grad():
+                return run(forward_ops, {"in0": da, "in1": db})[plan.output]
 
         def kernels_both() -> Any:
-            live = plan.run_forward([da, db])
-            saved = [live[name] for name in plan.saved_names]
-            return plan.run_backward(saved, upstream.clone())
+            with torch.no_grad():
+                live = run(forward_ops, {"in0": da, "in1": db})
+                live["upstream"] = upstream
+                return run(backward_ops, live)
+
+        def mm_kernels() -> Any:
+            with torch.no_grad():
+                y = torch.mm(da, db)
+                return y, torch.mm(upstream, db.t()), torch.mm(da.t(), upstream)
+
+        def mm_both() -> Any:
+            return torch.autograd.grad(torch.mm(a, b), (a, b), upstream)
 
         def ours_forward() -> Any:
             with torch.no_grad():
@@ -227,6 +251,8 @@ def per_call_overhead(iterations: int) -> dict[str, float]:
             "torch_forward_s": per_call(torch_forward),
             "torch_forward_backward_s": per_call(torch_both),
             "autograd_floor_s": per_call(engine_floor),
+            "mm_kernels_s": per_call(mm_kernels),
+            "mm_forward_backward_s": per_call(mm_both),
         }
         figures["overhead_forward_s"] = figures["ours_forward_s"] - figures["kernels_forward_s"]
         figures["overhead_forward_backward_s"] = (
@@ -234,6 +260,13 @@ def per_call_overhead(iterations: int) -> dict[str, float]:
         )
         figures["overhead_forward_backward_beyond_autograd_s"] = (
             figures["overhead_forward_backward_s"] - figures["autograd_floor_s"]
+        )
+        # What autograd costs any op beyond its kernels: autograd.grad through torch.mm
+        # (one C++ node), less mm's three kernels. torch.einsum pays it too.
+        figures["autograd_per_call_s"] = (figures["mm_forward_backward_s"]
+                                          - figures["mm_kernels_s"])
+        figures["overhead_beyond_autograd_per_call_s"] = (
+            figures["overhead_forward_backward_s"] - figures["autograd_per_call_s"]
         )
         return figures
     finally:
@@ -339,6 +372,9 @@ def main() -> int:
         f"  autograd's own floor (autograd.grad through a node that computes nothing): "
         f"{us['autograd_floor_s']:.1f}; overhead beyond it "
         f"{us['overhead_forward_backward_beyond_autograd_s']:.1f}",
+        f"  autograd's per-call cost for any op (autograd.grad through torch.mm, less its "
+        f"three kernels): {us['autograd_per_call_s']:.1f}; the drop-in's overhead beyond "
+        f"it {us['overhead_beyond_autograd_per_call_s']:.1f}",
     ]
     print("\n".join(["Environment: " + json.dumps(env), f"scale: /{scale}", "",
                      "Peaks exclude the operands and the upstream gradient (held before).", ""]

@@ -21,8 +21,11 @@ measured, inputs included):
   second run at that budget (it must fit).
 
 Peaks are ``torch.cuda.max_memory_allocated`` above a baseline that already holds the
-operands and the upstream gradient, plus the operands' bytes. On CPU (no CUDA) peaks
-are not measured and large dimensions are divided by ``--scale``.
+operands, plus the operands' bytes. The upstream gradient counts in every peak alike: the
+measured step of torch.einsum makes it between forward and backward and holds it until
+``autograd.grad`` returns, as ``execute`` does for our plans (whose seed reads it in
+place). Times exclude making it. On CPU (no CUDA) peaks are not measured and large
+dimensions are divided by ``--scale``.
 
 Usage::
 
@@ -73,8 +76,10 @@ def environment(device: str) -> dict[str, Any]:
 
 
 def measure(step: Callable[[], None], device: str, repeats: int, warmup: int,
-            input_bytes: int) -> dict[str, Any]:
-    """Median wall seconds of one training step, and its peak (inputs included)."""
+            input_bytes: int, memory_step: Callable[[], None] | None = None
+            ) -> dict[str, Any]:
+    """Median wall seconds of one training step, and the peak (inputs included) of
+    ``memory_step`` (default: ``step``)."""
     import torch
 
     cuda = device.startswith("cuda")
@@ -91,7 +96,7 @@ def measure(step: Callable[[], None], device: str, repeats: int, warmup: int,
         torch.cuda.empty_cache()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
-        step()
+        (memory_step or step)()
         sync()
         peak = torch.cuda.max_memory_allocated() - base + input_bytes
     samples = []
@@ -134,7 +139,13 @@ def torch_einsum(equation: str, shapes: list[list[int]], device: str, repeats: i
         grads = torch.autograd.grad(contract(*ops), ops, upstream)
         del grads
 
-    result = measure(step, device, repeats, warmup, input_bytes)
+    def memory_step() -> None:
+        y = contract(*ops)
+        made = upstream.clone()  # made between the phases, held through backward
+        grads = torch.autograd.grad(y, ops, made)
+        del grads, made
+
+    result = measure(step, device, repeats, warmup, input_bytes, memory_step)
     if compiled:
         result["compile_s"] = compile_s
     return result

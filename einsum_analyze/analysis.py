@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from ._types import DTYPE_ITEMSIZE
+from .analysis_memo import remembered, remembered_paths, strategy_key
 from .equation import parse_equation, shapes_from_sizes
 from .errors import BackendUnavailableError, PlanningError, ShapeError
 from .lowering import lower_events
@@ -137,13 +138,14 @@ def analyze(
         cotengra=cotengra, search_time=max(search_time / len(limits), MIN_SEARCH_TIME),
         max_search_s=max_search_s, on_search=on_search,
     )
-    report = _analyze_one(equation, shapes, memory_limit=limits[0], **common)
-    if len(limits) == 1:
-        return report
-    rows = [_limit_row(limits[0], report)]
-    for limit in limits[1:]:
-        rows.append(_limit_row(limit, _analyze_one(equation, shapes, memory_limit=limit,
-                                                   **common)))
+    with remembered_paths():  # the limits and the search share opt_einsum's paths
+        report = _analyze_one(equation, shapes, memory_limit=limits[0], **common)
+        if len(limits) == 1:
+            return report
+        rows = [_limit_row(limits[0], report)]
+        for limit in limits[1:]:
+            rows.append(_limit_row(limit, _analyze_one(equation, shapes, memory_limit=limit,
+                                                       **common)))
     return replace(report, memory_limits=tuple(rows),
                    analysis_s=time.perf_counter() - start)
 
@@ -204,15 +206,26 @@ def _analyze_one(
                         f"0..{eq.num_operands - 1}"
                     )
     if chosen:
+        name_ = optimize.lower() if isinstance(optimize, str) else "auto"
         if any(spec.needs_gradient_plans for spec in chosen):
-            name_ = optimize.lower() if isinstance(optimize, str) else "auto"
-            gradients = plan_gradients(eq, operands, name_, forward=plan, memory_limit=limit,
-                                       max_search_s=max_search_s, on_search=on_search)
+            gradients = remembered(
+                ("gradients", plan.optimizer, plan.path, operands, name_, limit),
+                lambda: plan_gradients(eq, operands, name_, forward=plan, memory_limit=limit,
+                                       max_search_s=max_search_s, on_search=on_search))
+        copy = dtype.startswith("complex")
         for spec in chosen:
-            result = build_strategy(
-                spec.name, plan, operands, itemsize=itemsize, gradients=gradients,
-                options=(strategy_options or {}).get(spec.name),
-            )
+            options = (strategy_options or {}).get(spec.name)
+
+            def build(name: str = spec.name, given: Any = options) -> StrategyResult:
+                return build_strategy(name, plan, operands, itemsize=itemsize,
+                                      gradients=gradients, options=given, upstream_copy=copy)
+
+            # A sweep's limits share what they cannot change (the path, or torch's own).
+            result = remembered(
+                strategy_key(spec.name, plan, operands, itemsize=itemsize, options=options,
+                             upstream_copy=copy,
+                             gradients=(name_, limit) if spec.needs_gradient_plans else None),
+                build)
             strategy_results.append(result)
             warnings.extend(w for w in result.warnings if w not in warnings)
         inference = simulate_memory(
@@ -222,7 +235,8 @@ def _analyze_one(
             itemsize=itemsize,
         )
     found, recommended, summary = _search(
-        plan, operands, itemsize=itemsize, objective=objective, budget_bytes=budget_bytes,
+        plan, operands, itemsize=itemsize, upstream_copy=dtype.startswith("complex"),
+        objective=objective, budget_bytes=budget_bytes,
         memory_limit=limit, optimize=optimize, cotengra=cotengra, search_time=search_time,
         strategies=strategy_results, max_search_s=max_search_s,
         strategy_options=strategy_options,
@@ -330,6 +344,7 @@ def _search(
     operands: tuple[int, ...],
     *,
     itemsize: int,
+    upstream_copy: bool,
     objective: Objective | None,
     budget_bytes: int | None,
     memory_limit: int | None,
@@ -350,14 +365,17 @@ def _search(
                              strategies=[s.name for s in strategies
                                          if get_strategy(s.name).lowered],
                              known=strategies, max_search_s=max_search_s,
-                             options=strategy_options)
+                             options=strategy_options, upstream_copy=upstream_copy)
         recommended = recommend(found, budget_bytes)
         if budget_bytes is None:
             # No budget: the cheapest plan that holds no more than torch.einsum itself
             # would (the torch-autograd model's training peak), where the front has one.
             model = next((s for s in strategies if s.name == "torch-autograd"), None)
             if model is None:
-                model = build_strategy("torch-autograd", plan, operands, itemsize=itemsize)
+                model = remembered(
+                    strategy_key("torch-autograd", plan, operands, itemsize=itemsize),
+                    lambda: build_strategy("torch-autograd", plan, operands,
+                                           itemsize=itemsize))
             capped = recommend(found, model.memory.peak_bytes)
             if capped.fits:
                 recommended = replace(capped, budget_bytes=None)

@@ -35,7 +35,9 @@ __all__ = [
     "cache_info",
     "choose_plan",
     "clear_cache",
+    "eager_plan",
     "get_plan",
+    "remember_eager",
     "set_cache_size",
 ]
 
@@ -90,6 +92,10 @@ class DropinPlan:
         gradient_layouts: Shape and strides of each gradient, in ``grad`` order.
         output_may_alias: The result is an operand or a view of one (e.g. ``ij->ij``):
             the ops return a copy, as an op's outputs may not alias its inputs.
+        operand_names: ``in0``, ``in1``, ... (one per operand).
+        saved_names: Names of the saved tensors, in the order the backward op takes them
+            (set from ``saved_operands`` and ``new_saved``).
+        gradient_names: ``d0``, ... in ``grad`` order (set from ``grad``).
     """
 
     strategy: str
@@ -102,32 +108,54 @@ class DropinPlan:
     forward_layouts: tuple[Layout, ...]
     gradient_layouts: tuple[Layout, ...]
     output_may_alias: bool = True
+    operand_names: tuple[str, ...] = ()
+    saved_names: tuple[str, ...] = ()
+    gradient_names: tuple[str, ...] = ()
 
-    @property
-    def saved_names(self) -> tuple[str, ...]:
-        """Names of the saved tensors, in the order the backward op takes them."""
-        return tuple(f"in{k}" for k in self.saved_operands) + self.new_saved
+    def __post_init__(self) -> None:
+        # Names built once: a cache hit formats no string.
+        object.__setattr__(self, "saved_names",
+                           tuple(f"in{k}" for k in self.saved_operands) + self.new_saved)
+        object.__setattr__(self, "gradient_names", tuple(f"d{k}" for k in self.grad))
 
     def run_forward(self, operands: Sequence[Any]) -> dict[str, Any]:
         """The forward events on contiguous ``operands``; returns the live tensors."""
-        from .backends.torch_backend import run_compiled
-
-        live = {f"in{k}": t for k, t in enumerate(operands)}
-        return run_compiled(self.compiled.forward, live)
+        names = self.operand_names
+        live = (dict(zip(names, operands, strict=True)) if len(names) == len(operands)
+                else {f"in{k}": t for k, t in enumerate(operands)})
+        if torch.is_grad_enabled():
+            with torch.no_grad():
+                return _run(self.compiled.forward, live)
+        return _run(self.compiled.forward, live)  # inside autograd.Function.forward
 
     def run_backward(self, saved: Sequence[Any], seed: Any) -> list[Any]:
         """The backward events; returns the gradients in ``grad`` order.
 
         ``seed`` is the upstream gradient, contiguous; the schedule may take it over.
         """
-        from .backends.torch_backend import run_compiled
-
         live = dict(zip(self.saved_names, saved, strict=True))
         if isinstance(saved, list):
             saved.clear()  # the live tensors are the only references: freed as scheduled
         live["upstream"] = seed
-        run_compiled(self.compiled.backward, live)
-        return [live[f"d{k}"] for k in self.grad]
+        if torch.is_grad_enabled():
+            with torch.no_grad():
+                _run(self.compiled.backward, live)
+        else:  # autograd runs a node's backward without grad: no mode to switch
+            _run(self.compiled.backward, live)
+        return [live[name] for name in self.gradient_names]
+
+
+def _run(ops: Sequence[Any], live: dict[str, Any]) -> dict[str, Any]:
+    """The compiled events on ``live``, as ``run_compiled`` runs them without a hook.
+
+    The caller chooses the grad mode (:func:`.backends.torch_backend.run_compiled`
+    enters ``no_grad`` on every call).
+    """
+    for op in ops:
+        kept = op(live, [])
+        if kept:
+            live.update(kept)
+    return live
 
 
 def choose_plan(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
@@ -270,7 +298,8 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                       output=compiled.output, grad=grad, saved_operands=saved_operands,
                       new_saved=new_saved, forward_layouts=forward_layouts,
                       gradient_layouts=gradient_layouts,
-                      output_may_alias=_reaches_an_operand(result.events, compiled.output))
+                      output_may_alias=_reaches_an_operand(result.events, compiled.output),
+                      operand_names=tuple(f"in{k}" for k in range(len(shapes))))
 
 
 def _reaches_an_operand(events: Sequence[Any], name: str) -> bool:
@@ -290,6 +319,9 @@ class _Cache:
     def __init__(self, maxsize: int) -> None:
         self.maxsize = maxsize
         self.plans: OrderedDict[tuple[Any, ...], DropinPlan] = OrderedDict()
+        # An eager call's key of torch objects (dtype, device, torch.Size) -> the key of
+        # ``plans``: a cache hit converts nothing to text.
+        self.eager: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -328,6 +360,35 @@ def get_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str, dev
     return plan
 
 
+def eager_plan(fast: tuple[Any, ...]) -> DropinPlan | None:
+    """The cached plan of an eager call's key, counted as a hit; None if not known.
+
+    ``fast`` holds the call's equation, options, dtype, device, the operands' shapes
+    (``torch.Size``) and which need gradients, as :mod:`einsum_analyze.torch` builds it;
+    :func:`remember_eager` ties it to the plan's key after a lookup by :func:`get_plan`.
+    """
+    cache = _CACHE
+    key = cache.eager.get(fast)
+    if key is None:
+        return None
+    with cache.lock:
+        plan = cache.plans.get(key)
+        if plan is None:  # dropped since: look it up again
+            return None
+        cache.hits += 1
+        cache.plans.move_to_end(key)
+        return plan
+
+
+def remember_eager(fast: tuple[Any, ...], key: tuple[Any, ...]) -> None:
+    """Tie an eager call's key to ``key``, the arguments :func:`get_plan` was given."""
+    cache = _CACHE
+    with cache.lock:
+        if len(cache.eager) >= 4 * cache.maxsize:
+            cache.eager.clear()  # bounded: keys whose plans were dropped go too
+        cache.eager[fast] = key
+
+
 def cache_info() -> CacheInfo:
     """Hits, misses, plans held and the bound of the plan cache."""
     with _CACHE.lock:
@@ -338,6 +399,7 @@ def clear_cache() -> None:
     """Forget every plan and reset the counters."""
     with _CACHE.lock:
         _CACHE.plans.clear()
+        _CACHE.eager.clear()
         _CACHE.hits = _CACHE.misses = 0
 
 

@@ -36,7 +36,8 @@ class MemoryProfile:
         forward_peak_bytes: Largest live total during the forward events, inputs included.
         retained_bytes: Bytes live at the end of forward beyond the inputs and the output
             (kept for backward).
-        final_bytes: Bytes live after the last event, inputs included.
+        final_bytes: Bytes live after the last event, inputs included, once the caller
+            has let go of its upstream gradient (unless a gradient is a view of it).
         live_bytes: Live total after every event, inputs included.
         high_bytes: Live total at the high point of every event (its output and its
             workspace allocated, nothing yet freed), inputs included.
@@ -116,8 +117,17 @@ def simulate_memory(
     output_elements: int,
     itemsize: int,
     granularity: int = 1,
+    upstream_copy: bool = False,
 ) -> MemoryProfile:
     """Replay ``events`` and report live bytes.
+
+    The seed (the first backward tensor, ``op="seed"``) is the caller's upstream
+    gradient: made when backward starts and held by the caller (``autograd.grad``'s
+    argument, or the autograd engine calling a node's backward) until backward ends.
+    The schedule reads it in place, so freeing the seed, or a view that took over its
+    storage, releases nothing. With ``upstream_copy`` (complex dtypes: backward
+    conjugates its seed in place) the seed is a copy of the caller's gradient: both are
+    held, and the copy dies when the schedule frees it.
 
     Args:
         events: The schedule.
@@ -126,6 +136,8 @@ def simulate_memory(
         itemsize: Bytes per element.
         granularity: Round every allocation up to a multiple of this many bytes, as a
             device allocator does (CUDA's rounds to 512); 1 counts exact bytes.
+        upstream_copy: The seed is a copy of the caller's upstream gradient (complex
+            dtypes), not the caller's tensor itself.
 
     Returns:
         The :class:`MemoryProfile`.
@@ -143,6 +155,8 @@ def simulate_memory(
         return -(-raw // granularity) * granularity if granularity > 1 else raw
 
     live: dict[str, int] = {}
+    caller: set[str] = set()  # tensors whose storage is the caller's upstream gradient
+    let_go = 0  # the caller's upstream gradient, no longer read: released after backward
     inputs = input_elements * itemsize
     total = inputs
     peak, peak_event = total, -1
@@ -157,18 +171,30 @@ def simulate_memory(
             size = nbytes(event.elements)
             live[event.tensor] = size
             total += size
+            if event.op == "seed":
+                if upstream_copy:
+                    total += size  # the caller's gradient, beside the copy the seed is
+                else:
+                    caller.add(event.tensor)
             for name, _ in event.consumes:
                 # A view takes over its input's storage: nothing new is held.
                 freed = live.pop(name, None)
                 if freed is None:
                     raise ValueError(f"tensor {name} consumed but not live")
                 total -= freed
+                if name in caller:
+                    caller.discard(name)
+                    caller.add(event.tensor)
             top = total + sum(nbytes(w) for w in event.workspace)
         else:
             freed = live.pop(event.tensor, None)
             if freed is None:
                 raise ValueError(f"tensor {event.tensor} freed but not live")
-            total -= freed
+            if event.tensor in caller:
+                caller.discard(event.tensor)  # the caller still holds the storage
+                let_go += freed
+            else:
+                total -= freed
             top = total
         after.append(total)
         high.append(top)
@@ -184,7 +210,7 @@ def simulate_memory(
         peak_event=peak_event,
         forward_peak_bytes=forward_peak,
         retained_bytes=forward_end_total - inputs - nbytes(output_elements),
-        final_bytes=total,
+        final_bytes=total - let_go,
         live_bytes=tuple(after),
         high_bytes=tuple(high),
     )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from types import FrameType
 
 from ._types import Label, LinearPath, SizeDict, SsaPath, Term
+from .analysis_memo import deterministic_path
 from .equation import Equation
 from .errors import PlanningError
 from .parsing import parse_memory_limit  # moved to parsing; importable here as before
@@ -492,6 +493,10 @@ def _find_path(
 
     input_sets = [frozenset(term) for term in equation.terms]
     try:
+        if optimizer is None:
+            known = deterministic_path(equation, name, memory_limit)
+            if known is not None:
+                return known
         search: Callable[..., Sequence[Sequence[int]]] = (
             optimizer if optimizer is not None else paths.get_path_fn(name)
         )

@@ -39,7 +39,9 @@ from .dropin_plans import (
     DropinPlan,
     cache_info,
     clear_cache,
+    eager_plan,
     get_plan,
+    remember_eager,
     set_cache_size,
 )
 
@@ -67,6 +69,28 @@ _DTYPES = {
 
 def _plan_for(operands: Sequence[torch.Tensor], equation: str, strategy: str, optimize: str,
               budget: int, mask: Sequence[bool]) -> DropinPlan:
+    return get_plan(*_plan_key(operands, equation, strategy, optimize, budget, mask))
+
+
+def _eager_plan(operands: Sequence[torch.Tensor], equation: str, strategy: str, optimize: str,
+                budget: int, mask: Sequence[bool]) -> DropinPlan:
+    """:func:`_plan_for`, from a key of torch objects once the call has been seen."""
+    first = operands[0]
+    fast = (equation, strategy, optimize, budget, first.dtype, first.device, *mask,
+            *[t.shape for t in operands])
+    plan = eager_plan(fast)
+    if plan is None:
+        key = _plan_key(operands, equation, strategy, optimize, budget, mask)
+        plan = get_plan(*key)
+        remember_eager(fast, key)
+    return plan
+
+
+def _plan_key(operands: Sequence[torch.Tensor], equation: str, strategy: str, optimize: str,
+              budget: int, mask: Sequence[bool]
+              ) -> tuple[str, tuple[tuple[int, ...], ...], str, str, tuple[bool, ...], str,
+                         str, int]:
+    """The arguments of :func:`get_plan` for this call."""
     if not operands:
         raise DropinError("einsum(): must provide at least one operand")
     first = operands[0]
@@ -80,7 +104,7 @@ def _plan_for(operands: Sequence[torch.Tensor], equation: str, strategy: str, op
         hash(shapes)
     except TypeError:  # symbolic sizes (a dynamic trace): the plan is for these sizes
         shapes = tuple(tuple(int(s) for s in shape) for shape in shapes)
-    return get_plan(equation, shapes, dtype, device, tuple(mask), strategy, optimize, budget)
+    return (equation, shapes, dtype, device, tuple(mask), strategy, optimize, budget)
 
 
 def _is_complex_dtype(dtype: torch.dtype) -> bool:
@@ -134,7 +158,7 @@ def _run_backward(plan: DropinPlan, upstream: torch.Tensor,
                   saved: list[torch.Tensor]) -> list[torch.Tensor]:
     """The planned backward; ``saved`` is emptied (the schedule owns its tensors)."""
     seed = upstream.contiguous()
-    if _is_complex_dtype(seed.dtype) and seed is upstream:
+    if seed is upstream and seed.is_complex():
         seed = seed.clone()  # the seed is conjugated in place (backward's conjugated space)
     held = list(saved)
     saved.clear()
@@ -285,12 +309,15 @@ def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | 
     tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     grad_on = torch.is_grad_enabled()
     mask = [grad_on and t.requires_grad for t in tensors]
-    budget_value = _budget_bytes(budget)
+    budget_value = NO_BUDGET if budget is None else _budget_bytes(budget)
     if EAGER_FAST_PATH and not torch.compiler.is_compiling():
-        plan = _plan_for(tensors, equation, strategy, optimize, budget_value, mask)
+        plan = _eager_plan(tensors, equation, strategy, optimize, budget_value, mask)
         if not any(mask):
             return _forward_output(plan, tensors)
-        result: torch.Tensor = _EagerContract.apply(plan, *tensors)  # type: ignore[no-untyped-call]
+        if _functorch_active is None or _functorch_active():
+            result: torch.Tensor = _EagerContract.apply(plan, *tensors)  # type: ignore[no-untyped-call]
+        else:
+            result = _apply_eager(plan, *tensors)
         return result
     outputs: list[torch.Tensor] = _contract(tensors, equation, strategy, optimize,
                                             budget_value, mask)
@@ -318,17 +345,15 @@ class _EagerContract(torch.autograd.Function):
         if plan.output_may_alias:
             out = _own(out, operands)
         ctx.plan = plan
-        ctx.held = [[live[f"in{k}"] for k in plan.saved_operands]
-                    + [live[name] for name in plan.new_saved]]
+        ctx.held = [[live[name] for name in plan.saved_names]]
         ctx.set_materialize_grads(False)
         return out
 
     @staticmethod
     def backward(ctx: Any, upstream: torch.Tensor | None) -> tuple[Any, ...]:
         plan: DropinPlan = ctx.plan
-        count = len(ctx.needs_input_grad) - 1
         if upstream is None:
-            return (None,) * (count + 1)
+            return (None,) * len(ctx.needs_input_grad)
         if not ctx.held:
             raise DropinError(
                 "einsum_analyze.torch.einsum: backward ran twice through the same graph; "
@@ -341,9 +366,28 @@ class _EagerContract(torch.autograd.Function):
                 "einsum_analyze.torch.einsum does not support double backward "
                 "(create_graph=True); use torch.einsum for higher-order gradients"
             )
-        grads = iter(_run_backward(plan, upstream, saved))
-        wanted = set(plan.grad)
-        return (None, *(next(grads) if k in wanted else None for k in range(count)))
+        seed = upstream.contiguous()
+        if seed is upstream and seed.is_complex():
+            seed = seed.clone()  # the seed is conjugated in place (backward's conjugated space)
+        gradients = plan.run_backward(saved, seed)  # empties ``saved``: freed as scheduled
+        if len(gradients) == len(plan.operand_names):
+            return (None, *gradients)  # the plan's slot, then every operand's
+        returned: list[Any] = [None] * len(ctx.needs_input_grad)
+        for k, gradient in zip(plan.grad, gradients, strict=True):
+            returned[k + 1] = gradient
+        return tuple(returned)
+
+
+_apply_eager: Callable[..., torch.Tensor] = getattr(
+    super(torch.autograd.Function, _EagerContract), "apply", _EagerContract.apply)
+"""``autograd.Function.apply`` without its Python wrapper, which binds default arguments
+(the node has none) and unwraps functorch's dead wrappers (none outside a functorch
+transform, where :func:`einsum` calls the wrapper): a microsecond less per call."""
+
+_functorch_active: Callable[[], bool] | None = getattr(
+    torch._C, "_are_functorch_transforms_active", None)
+"""Whether a functorch transform (vmap, grad, ...) is active; None: this torch cannot say,
+and every call goes through the wrapper."""
 
 
 def _budget_bytes(budget: int | str | None) -> int:

@@ -18,6 +18,7 @@ from ..timing import Measurement
 from .relabel import ascii_equation, contract_along_path, torch_equation
 
 __all__ = [
+    "CALLER_UPSTREAM",
     "CUDA_GRANULARITY",
     "DeviceContext",
     "Executor",
@@ -33,6 +34,10 @@ __all__ = [
 
 CUDA_GRANULARITY = 512
 """CUDA's caching allocator rounds every block up to a multiple of 512 bytes."""
+
+CALLER_UPSTREAM = "caller upstream"
+"""An executor state's key for the caller's upstream gradient (never a schedule's name):
+``prepare_backward`` makes it, and the state holds it until backward returns."""
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Run:
@@ -207,6 +212,7 @@ def predicted_peak_bytes(
     output_elements: int,
     itemsize: int,
     is_cuda: bool,
+    upstream_copy: bool = False,
 ) -> int:
     """A schedule's predicted peak, inputs included, as the device's allocator sees it.
 
@@ -216,6 +222,7 @@ def predicted_peak_bytes(
         output_elements: Elements of the forward result.
         itemsize: Bytes per element.
         is_cuda: Round every allocation up to 512 bytes, as CUDA's caching allocator does.
+        upstream_copy: The seed copies the caller's upstream gradient (complex dtypes).
 
     Example:
         >>> predicted_peak_bytes([], input_bytes=[12, 20], output_elements=1, itemsize=4,
@@ -228,6 +235,7 @@ def predicted_peak_bytes(
         output_elements=output_elements,
         itemsize=itemsize,
         granularity=CUDA_GRANULARITY if is_cuda else 1,
+        upstream_copy=upstream_copy,
     )
     return replay.peak_bytes + sum(allocated_bytes(b, is_cuda) for b in input_bytes)
 

@@ -11,7 +11,9 @@ A run that is not the usual call says so in its ``note``.
 
 Memory: the allocator's peak (cpu: torch.profiler's allocator events; CUDA:
 ``max_memory_allocated``) and the bytes autograd saves for backward
-(``saved_tensors_hooks``).
+(``saved_tensors_hooks``). The measured call makes the upstream gradient between forward
+and backward and holds it until backward returns, as a caller does; our executor's runs
+do the same, and its seed reads that tensor in place (docs/method.md section 3).
 """
 
 from __future__ import annotations
@@ -124,6 +126,9 @@ def run_baseline(
                 y = contract(*ops)
             if not grad:
                 return ()
+            # The caller's upstream gradient, made between the phases and held until
+            # backward returns: our executor's runs make and hold theirs the same way
+            # (TorchExecutor.prepare_backward), so both peaks count it alike.
             upstream = context.upstream.clone().reshape(y.shape)
             return tuple(torch.autograd.grad(y, [ops[k] for k in grad], upstream))
 
@@ -159,7 +164,7 @@ def run_baseline(
     def setup() -> tuple[Any, list[Any], Any]:
         with torch.enable_grad():
             ops = leaves()
-            return contract(*ops), [ops[k] for k in grad], context.upstream.clone()
+            return contract(*ops), [ops[k] for k in grad], context.upstream
 
     def backward(state: tuple[Any, list[Any], Any]) -> None:
         y, wanted, upstream = state

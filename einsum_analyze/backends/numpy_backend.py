@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..memory import Event
-from .base import DeviceContext, MemoryFigures
+from .base import CALLER_UPSTREAM, DeviceContext, MemoryFigures
 from .relabel import ascii_equation
 
 __all__ = ["NumpyExecutor", "run_events_numpy"]
@@ -68,7 +68,9 @@ def _step(event: Event, live: dict[str, Any], upstream: Any, sizes: Mapping[str,
     lhs, _, out = event.equation.partition("->")
     match event.op:
         case "seed":
-            result = upstream.copy()
+            # The caller's gradient, read in place (nothing writes it); a complex one is
+            # a copy, as the torch executor's is, so that one model serves both.
+            result = upstream.copy() if np.iscomplexobj(upstream) else upstream
         case "contract":
             arrays = [live[name] for name in event.inputs]
             if event.phase == "backward" and not event.recompute:
@@ -112,13 +114,17 @@ def run_events_numpy(
 ) -> int:
     """Run events on ``live`` (updated in place) and return the peak bytes held.
 
-    Arrays whose owner's id is in ``exclude`` (the operands) are not counted.
+    Arrays whose owner's id is in ``exclude`` (the operands) are not counted. The
+    caller's ``upstream`` counts from the seed on: the caller holds it to the end.
     """
     peak = 0
+    seeded = False
     for event in events:
         _step(event, live, upstream, sizes)
+        seeded = seeded or event.op == "seed"
         if exclude is not None:
-            peak = max(peak, _held(list(live.values()), exclude))
+            held = [*live.values(), upstream] if seeded else list(live.values())
+            peak = max(peak, _held(held, exclude))
     return peak
 
 
@@ -158,12 +164,17 @@ class NumpyExecutor:
         return state
 
     def prepare_backward(self, program: _Program, state: dict[str, Any]) -> dict[str, Any]:
-        """Nothing to add: the seed event copies the upstream gradient."""
+        """The caller's upstream gradient, made fresh between the phases.
+
+        The state holds it until backward returns; the seed reads it in place.
+        """
+        state[CALLER_UPSTREAM] = program.upstream.copy()
         return state
 
     def backward(self, program: _Program, state: dict[str, Any]) -> dict[str, Any]:
         """The backward events."""
-        run_events_numpy(program.backward, state, program.upstream, program.sizes)
+        upstream = state.get(CALLER_UPSTREAM, program.upstream)
+        run_events_numpy(program.backward, state, upstream, program.sizes)
         return state
 
     def has_backward(self, program: _Program) -> bool:
@@ -184,7 +195,8 @@ class NumpyExecutor:
             raise RuntimeError("tracemalloc is already tracing; the numpy figure needs it")
         tracemalloc.start()
         try:
-            state = self.backward(program, self.forward(program))
+            state = self.backward(program, self.prepare_backward(program,
+                                                                 self.forward(program)))
             _, peak = tracemalloc.get_traced_memory()
             del state
             state = self.forward(program)

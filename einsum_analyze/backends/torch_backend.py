@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..memory import Event
-from .base import DeviceContext, MemoryFigures, allocated_bytes
+from .base import CALLER_UPSTREAM, DeviceContext, MemoryFigures, allocated_bytes
 from .relabel import ascii_equation
 from .torch_kernels import CompiledSchedule, Live, Op, compile_schedule
 
@@ -123,8 +123,9 @@ def run_schedule(
         events: A strategy's schedule (lowered, or not: unlowered contractions run as
             torch.einsum).
         operands: The caller's tensors, in operand order, contiguous.
-        upstream: The upstream gradient, contiguous in the output's labels (a complex
-            one is copied: the seed conjugates it in place).
+        upstream: The caller's upstream gradient, contiguous in the output's labels. The
+            seed takes it as it is (a complex one is copied: the seed conjugates it in
+            place); it counts from the seed on, held by the caller to the end.
         size_dict: Size of every label.
         track_memory: Count the bytes held after and during every event.
 
@@ -133,13 +134,15 @@ def run_schedule(
     """
     compiled = compile_schedule(events, size_dict)
     live: Live = {f"in{k}": t for k, t in enumerate(operands)}
-    live["upstream"] = upstream.clone() if upstream.is_complex() else upstream
+    live["upstream"] = _seed_of(upstream)
     after: list[int] = []
     high: list[int] = []
 
     def count(state: Live, workspace: list[Any], at_high: bool) -> None:
-        held = _held_bytes([t for n, t in state.items() if n != "upstream"] + workspace)
-        (high if at_high else after).append(held)
+        tensors = [t for n, t in state.items() if n != "upstream"] + workspace
+        if "upstream" not in state:  # the seed has run: the caller's gradient counts
+            tensors.append(upstream)
+        (high if at_high else after).append(_held_bytes(tensors))
 
     run_compiled(compiled.forward + compiled.backward, live, count if track_memory else None)
     gradients = {int(name[1:]): t for name, t in live.items() if name.startswith("d")}
@@ -176,6 +179,11 @@ def allocator_peak_cpu(call: Callable[[], Any]) -> tuple[int, int]:
     return peak, total
 
 
+def _seed_of(upstream: Any) -> Any:
+    """What the seed takes: the caller's gradient, or a copy of a complex one."""
+    return upstream.clone() if upstream.is_complex() else upstream
+
+
 @dataclass(frozen=True, slots=True)
 class _Program:
     compiled: CompiledSchedule
@@ -202,8 +210,17 @@ class TorchExecutor:
         return run_compiled(program.compiled.forward, live)
 
     def prepare_backward(self, program: _Program, state: Live) -> Live:
-        """A fresh copy of the upstream gradient for the seed."""
-        state["upstream"] = program.context.upstream.clone()
+        """The caller's upstream gradient, made fresh between the phases, for the seed.
+
+        It stands for what a caller gives (``autograd.grad``'s argument, or the tensor
+        the autograd engine hands a node's backward): the state holds it until backward
+        returns, as those callers do, and the seed reads it in place (a complex one gets
+        a copy: the seed conjugates it in place). torch autograd's run
+        (:mod:`.baselines`) makes and holds its upstream gradient the same way.
+        """
+        upstream = program.context.upstream.clone()
+        state[CALLER_UPSTREAM] = upstream
+        state["upstream"] = _seed_of(upstream)
         return state
 
     def backward(self, program: _Program, state: Live) -> Live:
@@ -225,7 +242,7 @@ class TorchExecutor:
         """The allocator's peak above the inputs, and what forward leaves for backward."""
         context = program.context
         if not context.is_cuda:
-            # The upstream copy is made inside the measured call: the seed takes it over.
+            # The caller's upstream gradient is made inside the measured call.
             peak, _ = allocator_peak_cpu(lambda: self._both(program))
             output: list[int] = []
 

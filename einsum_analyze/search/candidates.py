@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._types import LinearPath
+from ..analysis_memo import deterministic_path, remembered
 from ..equation import Equation
 from ..planning import Plan
 from .tree import NodeCost, TreeModel, linear_to_tree, optimise_path
@@ -67,19 +68,31 @@ def _opt_einsum(equation: Equation, name: str, limit: int | None, **options: Any
         if name == "dp":
             found = paths.DynamicProgramming(**options)(inputs, output, sizes, limit)
         elif name == "random-greedy":
-            from opt_einsum.path_random import RandomGreedy
-
-            state = random.getstate()
-            random.seed(options.pop("seed", 0))
-            try:
-                found = RandomGreedy(parallel=False, **options)(inputs, output, sizes, limit)
-            finally:
-                random.setstate(state)
+            # RandomGreedy ignores the limit (the caller keeps the paths that meet it):
+            # every limit of a sweep draws the same samples, drawn once.
+            key = ("random-greedy", tuple(equation.terms), equation.output,
+                   tuple(sorted(sizes.items())), repr(sorted(options.items())))
+            found = remembered(key, lambda: _random_greedy(inputs, output, sizes, options))
         else:
-            found = paths.get_path_fn(name)(inputs, output, sizes, limit)
+            known = deterministic_path(equation, name, limit)
+            found = (known if known is not None
+                     else paths.get_path_fn(name)(inputs, output, sizes, limit))
     except (ValueError, KeyError, RuntimeError):
         return None
     return tuple(tuple(int(i) for i in step) for step in found)
+
+
+def _random_greedy(inputs: list[frozenset[str]], output: frozenset[str],
+                   sizes: dict[str, int], options: dict[str, Any]) -> Any:
+    from opt_einsum.path_random import RandomGreedy
+
+    chosen = dict(options)
+    state = random.getstate()
+    random.seed(chosen.pop("seed", 0))
+    try:
+        return RandomGreedy(parallel=False, **chosen)(inputs, output, sizes)
+    finally:
+        random.setstate(state)
 
 
 COTENGRA_OBJECTIVES = ("flops", "write", "combo")

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._types import LinearPath
+from ..analysis_memo import remembered, strategy_key
 from ..equation import Equation
 from ..errors import PlanningError
 from ..planning import DEFAULT_MAX_SEARCH_S, Plan
@@ -128,6 +129,7 @@ def score_path(
     gradients: GradientPlan | None = None,
     known: StrategyResult | None = None,
     options: Mapping[str, Any] | None = None,
+    upstream_copy: bool = False,
 ) -> PlanScore:
     """One strategy on one path, scored by our model (``known``: its result, built).
 
@@ -141,8 +143,16 @@ def score_path(
         options = dict(options or {})
         if budget is not None and "budget_bytes" in spec.options:
             options["budget_bytes"] = budget
-        result = build_strategy(strategy, plan, grad, itemsize=itemsize, gradients=gradients,
-                                options=options)
+        chosen = options or None
+
+        def build() -> StrategyResult:
+            return build_strategy(strategy, plan, grad, itemsize=itemsize, gradients=gradients,
+                                  options=chosen, upstream_copy=upstream_copy)
+
+        # A sweep's limits share candidate paths: each is modelled once per analysis.
+        result = (build() if gradients is not None else remembered(
+            strategy_key(strategy, plan, grad, itemsize=itemsize, options=chosen,
+                         upstream_copy=upstream_copy), build))
     return PlanScore(
         path=tuple(tuple(s) for s in plan.path),
         source=source,
@@ -174,12 +184,14 @@ def _fallbacks(
     names: Sequence[str], scored: Sequence[PlanScore], plans: dict[LinearPath, Plan],
     sources: dict[LinearPath, str], forward_path: LinearPath, grad: Sequence[int],
     itemsize: int, budget: int, options: Mapping[str, Mapping[str, Any]],
+    upstream_copy: bool,
 ) -> list[PlanScore]:
     """The fallback strategies, scored on the most promising paths (see FALLBACK_PATHS)."""
     order = [forward_path] + [p.path for p in sorted(scored, key=lambda p: p.peak_bytes)]
     paths = [p for p in dict.fromkeys(order) if p in plans][:FALLBACK_PATHS]
     return [score_path(plans[path], grad, name, itemsize=itemsize, source=sources[path],
-                       budget=budget, options=options.get(name))
+                       budget=budget, options=options.get(name),
+                       upstream_copy=upstream_copy)
             for name in names for path in paths]
 
 
@@ -198,6 +210,7 @@ def search_plans(
     known: Sequence[StrategyResult] = (),
     max_search_s: float | None = DEFAULT_MAX_SEARCH_S,
     options: Mapping[str, Mapping[str, Any]] | None = None,
+    upstream_copy: bool = False,
 ) -> SearchResult:
     """Search candidate paths and strategies for the training step (see the module).
 
@@ -220,6 +233,8 @@ def search_plans(
             path searches together (``--max-search-time``; None: no limit).
         options: Options of the strategies, by name (``analyze``'s ``strategy_options``);
             the budget is given to those that take one.
+        upstream_copy: The executor's seed copies the upstream gradient (complex dtypes;
+            :func:`~einsum_analyze.strategies.build_strategy`).
     """
     given_options = options or {}
     start = time.perf_counter()
@@ -252,7 +267,8 @@ def search_plans(
             scored.append(score_path(plan, grad, name, itemsize=itemsize,
                                      source=sources[path], budget=budget,
                                      known=reuse.get(name) if path == forward_path else None,
-                                     options=given_options.get(name)))
+                                     options=given_options.get(name),
+                                     upstream_copy=upstream_copy))
     for name in costly:
         # The report's path is a candidate unless a pairwise version replaced it.
         if name in reuse and forward_path in plans:
@@ -276,10 +292,11 @@ def search_plans(
                 scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
                                          source=sources[path], budget=budget,
                                          gradients=gradients,
-                                         options=given_options.get(name)))
+                                         options=given_options.get(name),
+                                         upstream_copy=upstream_copy))
     if fallback and budget is not None and grad and not any(p.fits(budget) for p in scored):
         scored.extend(_fallbacks(fallback, scored, plans, sources, forward_path, grad,
-                                 itemsize, budget, given_options))
+                                 itemsize, budget, given_options, upstream_copy))
     if not scored:
         raise PlanningError("the search found no plan to score")
     key = objective_key(objective)

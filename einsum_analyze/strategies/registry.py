@@ -170,6 +170,7 @@ def build_strategy(
     itemsize: int,
     gradients: GradientPlan | None = None,
     options: Mapping[str, Any] | None = None,
+    upstream_copy: bool = False,
 ) -> StrategyResult:
     """Model one registered backward strategy on a forward plan.
 
@@ -181,6 +182,10 @@ def build_strategy(
         gradients: The planned gradient cores (required by a strategy registered with
             ``needs_gradient_plans``; ignored by the others).
         options: Values for the strategy's registered options.
+        upstream_copy: Our executor copies the upstream gradient into its seed (complex
+            dtypes: backward conjugates the seed in place); otherwise the seed is the
+            caller's tensor (:func:`~einsum_analyze.memory.simulate_memory`). The
+            ``torch-autograd`` model never copies it.
 
     Returns:
         The :class:`StrategyResult`.
@@ -223,6 +228,7 @@ def build_strategy(
         output_elements=(plan.steps[-1].output_elements if builder.output_elements is None
                          else builder.output_elements),
         itemsize=itemsize,
+        upstream_copy=upstream_copy and spec.name != "torch-autograd",
     )
     elapsed = time.perf_counter() - start
     if spec.needs_gradient_plans and gradients is not None:

@@ -50,6 +50,7 @@ def floor_bytes(plan: Plan, grad: list[int], itemsize: int) -> int:
 
 def build(plan: Plan, grad: list[int], policy: str | list[int], dtype: str) -> StrategyResult:
     itemsize = ITEMSIZE[dtype]
+    copy = dtype.startswith("complex")  # the seed copies a complex upstream gradient
     if isinstance(policy, list):
         options: dict[str, object] = {"keep": policy}
     elif policy == "keep-none":
@@ -61,9 +62,11 @@ def build(plan: Plan, grad: list[int], policy: str | list[int], dtype: str) -> S
         if policy == "floor":
             options = {"budget_bytes": floor}
         else:
-            reverse = build_strategy("reverse", plan, grad, itemsize=itemsize)
+            reverse = build_strategy("reverse", plan, grad, itemsize=itemsize,
+                                     upstream_copy=copy)
             options = {"budget_bytes": max(1, (floor + reverse.memory.peak_bytes) // 2)}
-    return build_strategy("checkpoint", plan, grad, itemsize=itemsize, options=options)
+    return build_strategy("checkpoint", plan, grad, itemsize=itemsize, options=options,
+                          upstream_copy=copy)
 
 
 def make_inputs(plan: Plan, seed: int, dtype: str) -> tuple[list[torch.Tensor], torch.Tensor]:

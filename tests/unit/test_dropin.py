@@ -209,6 +209,31 @@ def test_plans_are_cached_by_shape_dtype_and_grad_mask() -> None:
         dropin.set_cache_size(256)
 
 
+def test_a_plan_dropped_from_the_cache_is_planned_again_on_the_eager_path() -> None:
+    # Eager calls find their plan by a key of torch objects; a plan the bound dropped
+    # must be a miss again, not served from that key.
+    dropin.clear_cache()
+    b = torch.randn(3, 4, requires_grad=True)
+    x = torch.randn(2, 3)
+    einsum("ij,jk->ik", x, b)
+    einsum("ij,jk->ik", x, b)
+    assert dropin.cache_info()[:2] == (1, 1)  # hits, misses
+    dropin.set_cache_size(1)
+    try:
+        einsum("ij,jk->ik", torch.randn(5, 3), b)  # drops the first plan
+        einsum("ij,jk->ik", x, b)
+        assert dropin.cache_info()[:2] == (1, 3)
+        y = einsum("ij,jk->ik", x, b)
+        assert dropin.cache_info()[:2] == (2, 3)
+        (grad,) = torch.autograd.grad(y.sum(), b)
+        torch.testing.assert_close(grad, x.t() @ torch.ones(2, 4))
+    finally:
+        dropin.set_cache_size(256)
+    dropin.clear_cache()
+    einsum("ij,jk->ik", x, b)
+    assert dropin.cache_info()[:2] == (0, 1)
+
+
 def test_the_cache_is_thread_safe() -> None:
     dropin.clear_cache()
     errors: list[BaseException] = []

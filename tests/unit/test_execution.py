@@ -137,14 +137,22 @@ def test_cuda_prediction_rounds_every_allocation():
 
 def max_live_blocks(strategy) -> int:
     live: set[str] = set()
+    caller: set[str] = set()  # the caller's upstream gradient: held until backward ends
+    let_go = 0
     top = 0
     for event in strategy.events:
         if event.kind == "alloc":
             live.add(event.tensor)
-            live.difference_update(name for name, _ in event.consumes)
-            top = max(top, len(live) + len(event.workspace))
+            if event.op == "seed":
+                caller.add(event.tensor)
+            for name, _ in event.consumes:
+                live.discard(name)
+                if name in caller:
+                    caller.add(event.tensor)
+            top = max(top, len(live) + let_go + len(event.workspace))
         else:
             live.discard(event.tensor)
+            let_go += event.tensor in caller
     return top
 
 
@@ -239,7 +247,9 @@ def test_tiny_max_memory_skips_every_run_with_its_reason():
 
 
 def test_max_memory_skips_only_the_runs_above_it():
-    analysis = analyze(*CHAIN)
+    # On CHAIN every strategy ends at the same peak (inputs, output, upstream gradient
+    # and every gradient); one more operand separates them.
+    analysis = analyze("ab,bc,cd,de->ae", [(4, 5), (5, 6), (6, 3), (3, 2)])
     peaks = {s.name: s.memory.peak_bytes for s in analysis.strategies}
     assert peaks["reverse"] < peaks["independent"]
     report = execute(analysis, max_memory=peaks["reverse"], **FAST)
@@ -554,12 +564,13 @@ def test_allocator_peak_equals_prediction_on_the_corpus(case, dtype):
 
 def test_complex_conjugation_makes_no_hidden_copy():
     # torch.sum of a lazily conjugated 512x512 complex64 tensor copied it (2 MiB) when
-    # the model said 12,296 B above the inputs.
+    # the model said 12,296 B above the inputs (16,392 B now that the caller's upstream
+    # gradient, 4 KiB, counts beside the seed's copy of it).
     figures = _allocator_figures(",ij->i", [(), (512, 512)], "complex64")
     inputs = 8 + 512 * 512 * 8
     for name, (peak, predicted, _, _, error) in figures.items():
         assert peak == predicted, name
-        assert peak - inputs < 16_384, (name, peak - inputs)
+        assert peak - inputs < 20_480, (name, peak - inputs)
         assert error < 1e-5
 
 

@@ -49,6 +49,27 @@ def test_recommended_plan_runs_as_predicted_on_cpu(case: dict[str, Any], objecti
         report.recommended.label, report.recommended.plan.path)
 
 
+SMALL = [c for c in CASES if c["name"] in ("ellipsis-broadcast", "diag-private", "implicit")]
+
+
+@pytest.mark.parametrize("case", SMALL, ids=[c["name"] for c in SMALL])
+def test_recommended_peak_is_never_above_autograd_on_small_cases(case: dict[str, Any]) -> None:
+    # The bound: never above torch autograd's measured peak by more than 4 KiB.
+    # Both runs make the upstream gradient between the phases and hold it to the end;
+    # our seed reads it in place. (benchmarks/bench_training.py now counts it for
+    # torch.einsum too: it left it out, and our seed's copy of it put
+    # ellipsis-broadcast 60 KiB above autograd on the H200.)
+    report = analyze(case["equation"], case["shapes"], strategies=("reverse",),
+                     objective="flops")
+    report = execute(report, devices=["cpu"], repeats=1, warmup=0)
+    run = _recommended_run(report)
+    [autograd] = [r for r in report.runs if r.strategy == "torch-autograd"]
+    assert run.peak_bytes_measured == run.peak_bytes_predicted
+    assert autograd.peak_bytes_measured is not None
+    assert run.peak_bytes_measured <= autograd.peak_bytes_measured + 4096, (
+        run.peak_bytes_measured, autograd.peak_bytes_measured)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES[:3], ids=[c["name"] for c in CASES[:3]])
 def test_a_plan_within_a_budget_measures_within_it_on_cpu(case: dict[str, Any]) -> None:
