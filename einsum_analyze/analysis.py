@@ -67,6 +67,7 @@ def analyze(
     search_time: float = 0.3,
     max_search_s: float | None = DEFAULT_MAX_SEARCH_S,
     on_search: SearchCallback | None = None,
+    fallback: bool = True,
 ) -> Report:
     """Analyse an einsum: normalise it, plan its forward path, replay its memory.
 
@@ -109,6 +110,8 @@ def analyze(
             and each path the training search plans gradient contractions for, has its own.
         on_search: Called with a one-line notice before a search that may take long
             (exponential in the operands) starts, e.g. to print it at once.
+        fallback: When no plan of ``strategies`` fits the budget, the search also scores
+            the strategies registered as a fallback (``sliced``), named or not.
 
     Returns:
         The :class:`Report`.
@@ -136,7 +139,7 @@ def analyze(
         sizes=sizes, optimize=optimize, dtype=dtype, grad=grad, strategies=strategies,
         strategy_options=options, budget_bytes=budget_bytes, objective=chosen_objective,
         cotengra=cotengra, search_time=max(search_time / len(limits), MIN_SEARCH_TIME),
-        max_search_s=max_search_s, on_search=on_search,
+        max_search_s=max_search_s, on_search=on_search, fallback=fallback,
     )
     with remembered_paths():  # the limits and the search share opt_einsum's paths
         report = _analyze_one(equation, shapes, memory_limit=limits[0], **common)
@@ -167,6 +170,7 @@ def _analyze_one(
     search_time: float,
     max_search_s: float | None,
     on_search: SearchCallback | None,
+    fallback: bool,
 ) -> Report:
     """One analysis under one memory limit (the body of :func:`analyze`)."""
     start = time.perf_counter()
@@ -239,7 +243,7 @@ def _analyze_one(
         objective=objective, budget_bytes=budget_bytes,
         memory_limit=limit, optimize=optimize, cotengra=cotengra, search_time=search_time,
         strategies=strategy_results, max_search_s=max_search_s,
-        strategy_options=strategy_options,
+        strategy_options=strategy_options, fallback=fallback,
     )
     if recommended is not None and not recommended.fits:
         warnings.append(_no_fit_warning(recommended, summary))
@@ -354,6 +358,7 @@ def _search(
     strategies: Sequence[StrategyResult],
     max_search_s: float | None,
     strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
+    fallback: bool = True,
 ) -> tuple[SearchResult | None, Recommendation | None, BudgetSummary | None]:
     """The search, its recommendation and the budget's summary (each None if not asked)."""
     found = recommended = None
@@ -365,7 +370,8 @@ def _search(
                              strategies=[s.name for s in strategies
                                          if get_strategy(s.name).lowered],
                              known=strategies, max_search_s=max_search_s,
-                             options=strategy_options, upstream_copy=upstream_copy)
+                             options=strategy_options, upstream_copy=upstream_copy,
+                             fallback=fallback)
         recommended = recommend(found, budget_bytes)
         if budget_bytes is None:
             # No budget: the cheapest plan that holds no more than torch.einsum itself

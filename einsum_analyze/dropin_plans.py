@@ -244,7 +244,8 @@ def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
               if get_strategy(name).dropin_options}
     report = analyze(equation, shapes, dtype=dtype, grad=list(grad), optimize=optimize,
                      strategies=strategies, objective="flops", strategy_options=dropin or None,
-                     budget=cap if cap > 0 else None)  # zero-size operands: nothing to cap
+                     # zero-size operands: nothing to cap
+                     budget=cap if cap > 0 else None, fallback=bounded)
     recommended = report.recommended
     if recommended is None:
         return None

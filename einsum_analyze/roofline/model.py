@@ -104,7 +104,8 @@ def build_roofline(report: Any, profile: DeviceProfile,
     rate = profile.rate(report.dtype)
     sizes = report.equation.size_dict
     rows = tuple(
-        StrategyRoofline(strategy=s.name, steps=step_costs(s.events, sizes, report.itemsize),
+        StrategyRoofline(strategy=s.name,
+                         steps=step_costs(s.events, s.sizes(sizes), report.itemsize),
                          flops_per_s=rate, bandwidth_bytes_per_s=profile.bandwidth_bytes_per_s)
         for s in report.strategies if names is None or s.name in names
     )

@@ -211,6 +211,7 @@ def search_plans(
     max_search_s: float | None = DEFAULT_MAX_SEARCH_S,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     upstream_copy: bool = False,
+    fallback: bool = True,
 ) -> SearchResult:
     """Search candidate paths and strategies for the training step (see the module).
 
@@ -225,8 +226,7 @@ def search_plans(
         time_limit: Seconds for path re-contraction.
         cotengra: Use cotengra's hyper-optimizer (None: when installed).
         strategies: Strategies to score, those our executor runs (``lowered``) among
-            them (none such, or None: every one it runs). A ``fallback`` strategy is
-            scored when no plan of these fits ``budget``, named here or not.
+            them (none such, or None: every one it runs).
         known: Results already built on ``forward`` with the same options (the report's
             strategies): reused, not built again.
         max_search_s: Seconds each candidate path's gradient cores may spend in their
@@ -235,6 +235,8 @@ def search_plans(
             the budget is given to those that take one.
         upstream_copy: The executor's seed copies the upstream gradient (complex dtypes;
             :func:`~einsum_analyze.strategies.build_strategy`).
+        fallback: Score the strategies registered as a ``fallback`` when no plan of
+            ``strategies`` fits ``budget``, named there or not (False: only if named).
     """
     given_options = options or {}
     start = time.perf_counter()
@@ -243,9 +245,9 @@ def search_plans(
         or search_strategies()
     # A fallback strategy (slicing) is there for budgets nothing else meets: it is
     # scored then, whether or not the caller named it among the strategies.
-    fallback = [n for n in strategy_names()
-                if get_strategy(n).lowered and get_strategy(n).fallback]
-    names = tuple(n for n in names if n not in fallback)
+    fallback_names = [n for n in (strategy_names() if fallback else names)
+                      if get_strategy(n).lowered and get_strategy(n).fallback]
+    names = tuple(n for n in names if n not in fallback_names)
     tighter: tuple[int, ...] = ()
     if objective != "flops" or budget is not None:
         largest = max(
@@ -294,8 +296,9 @@ def search_plans(
                                          gradients=gradients,
                                          options=given_options.get(name),
                                          upstream_copy=upstream_copy))
-    if fallback and budget is not None and grad and not any(p.fits(budget) for p in scored):
-        scored.extend(_fallbacks(fallback, scored, plans, sources, forward_path, grad,
+    if fallback_names and budget is not None and grad and \
+            not any(p.fits(budget) for p in scored):
+        scored.extend(_fallbacks(fallback_names, scored, plans, sources, forward_path, grad,
                                  itemsize, budget, given_options, upstream_copy))
     if not scored:
         raise PlanningError("the search found no plan to score")

@@ -112,8 +112,12 @@ def score_slices(
     strategy: str = "reverse",
     options: Mapping[str, Any] | None = None,
     fused: bool = True,
+    upstream_copy: bool = False,
 ) -> SliceScore:
-    """The step's peak and FLOPs under ``slices`` (see the module)."""
+    """The step's peak and FLOPs under ``slices`` (see the module).
+
+    ``upstream_copy``: the executor copies the upstream gradient (complex dtypes).
+    """
     wanted = tuple(grad)
     groups = slices.shapes()
     representatives = [members[0] for members in groups.values()]
@@ -126,6 +130,7 @@ def score_slices(
         input_elements=sum(size_of(t, eq.size_dict) for t in eq.terms),
         output_elements=size_of(eq.output, eq.size_dict),
         itemsize=itemsize,
+        upstream_copy=upstream_copy,
     )
     forward = backward = copies = copy_elements = 0
     for members in groups.values():
@@ -157,8 +162,10 @@ class _Scorer:
     """Scores slice plans once each."""
 
     def __init__(self, plan: Plan, grad: tuple[int, ...], itemsize: int, strategy: str,
-                 options: Mapping[str, Any] | None, budget: int | None, fused: bool) -> None:
+                 options: Mapping[str, Any] | None, budget: int | None, fused: bool,
+                 upstream_copy: bool) -> None:
         self.fused = fused
+        self.upstream_copy = upstream_copy
         self.plan = plan
         self.grad = grad
         self.itemsize = itemsize
@@ -172,7 +179,7 @@ class _Scorer:
         if found is None:
             found = score_slices(self.plan, slices, self.grad, itemsize=self.itemsize,
                                  strategy=self.strategy, options=self.options,
-                                 fused=self.fused)
+                                 fused=self.fused, upstream_copy=self.upstream_copy)
             self.seen[slices] = found
         return found
 
@@ -286,6 +293,7 @@ def find_slices(
     finder: str = "greedy",
     max_slices: int = MAX_SLICES,
     fused: bool = True,
+    upstream_copy: bool = False,
 ) -> SliceChoice:
     """The slice plan of fewest FLOPs whose step fits ``budget_bytes`` (see the module).
 
@@ -299,6 +307,7 @@ def find_slices(
         finder: ``auto``, ``greedy`` or ``cotengra``.
         max_slices: The most slices a plan may have.
         fused: See :func:`~.schedule.sliced_schedule`.
+        upstream_copy: The executor copies the upstream gradient (complex dtypes).
 
     Raises:
         PlanningError: An unknown finder, or cotengra asked for and not installed.
@@ -309,7 +318,8 @@ def find_slices(
         raise PlanningError(f"unknown slice finder {finder!r}; choose one of: "
                             f"{', '.join(FINDERS)}")
     wanted = tuple(sorted(set(grad)))
-    score = _Scorer(plan, wanted, itemsize, strategy, options, budget_bytes, fused)
+    score = _Scorer(plan, wanted, itemsize, strategy, options, budget_bytes, fused,
+                    upstream_copy)
     unsliced = score(SlicePlan.none())
     if budget_bytes is None or unsliced.peak_bytes <= budget_bytes:
         return SliceChoice(best=unsliced, fits=None if budget_bytes is None else True,

@@ -160,6 +160,8 @@ class StrategyInput:
         options: The strategy's options: its registered defaults, updated with the
             caller's values.
         itemsize: Bytes per element (for options in bytes, such as a budget).
+        upstream_copy: The executor copies the upstream gradient into its seed (complex
+            dtypes), for builders that score memory themselves (a budget search).
     """
 
     plan: Plan
@@ -167,6 +169,7 @@ class StrategyInput:
     itemsize: int
     gradients: GradientPlan | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    upstream_copy: bool = False
 
 
 class ScheduleBuilder:

@@ -214,6 +214,7 @@ def build_strategy(
             gradients=gradients if spec.needs_gradient_plans else None,
             options=chosen,
             itemsize=itemsize,
+            upstream_copy=upstream_copy and spec.lowered,
         )
     )
     equation = plan.equation
@@ -228,7 +229,7 @@ def build_strategy(
         output_elements=(plan.steps[-1].output_elements if builder.output_elements is None
                          else builder.output_elements),
         itemsize=itemsize,
-        upstream_copy=upstream_copy and spec.name != "torch-autograd",
+        upstream_copy=upstream_copy and spec.lowered,
     )
     elapsed = time.perf_counter() - start
     if spec.needs_gradient_plans and gradients is not None:

@@ -78,14 +78,16 @@ def build_sliced(given: StrategyInput) -> ScheduleBuilder:
     if options["indices"] is not None:
         slices = parse_indices(options["indices"], eq.size_dict)
         best = score_slices(plan, slices, grad, itemsize=given.itemsize, strategy=per_slice,
-                            options=per_options, fused=fused)
+                            options=per_options, fused=fused,
+                            upstream_copy=given.upstream_copy)
         choice = SliceChoice(best=best, fits=None if budget is None
                              else best.peak_bytes <= budget, budget_bytes=budget,
                              finder="given", evaluated=1, smallest=best)
     else:
         choice = find_slices(plan, grad, itemsize=given.itemsize, budget_bytes=budget,
                              strategy=per_slice, options=per_options,
-                             finder=str(options["finder"]), fused=fused)
+                             finder=str(options["finder"]), fused=fused,
+                             upstream_copy=given.upstream_copy)
     slices = choice.best.slices
     schedule = sliced_schedule(plan, slices, grad, itemsize=given.itemsize,
                                strategy=per_slice, options=per_options, fused=fused)

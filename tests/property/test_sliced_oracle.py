@@ -92,7 +92,8 @@ def check(text: str, plan: Plan, grad: list[int], chunks: dict[str, int], *,
           per_slice: str = "reverse", seed: int = 0) -> StrategyResult:
     """Run the sliced schedule and check it against the oracle and the replay."""
     result = build_strategy("sliced", plan, grad, itemsize=ITEMSIZE[dtype], options={
-        "indices": chunks, "fused": fused, "per_slice": per_slice})
+        "indices": chunks, "fused": fused, "per_slice": per_slice},
+        upstream_copy=dtype.startswith("complex"))
     eq = plan.equation
     sizes = result.sizes(eq.size_dict)
     operands, upstream = make_inputs(plan, seed, dtype)
