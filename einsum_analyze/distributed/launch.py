@@ -27,10 +27,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RankOutcome", "free_port", "launch"]
+__all__ = ["RankOutcome", "error_rank", "free_port", "launch"]
 
 GRACE_S = 3.0
 """How long a terminated process gets before SIGKILL."""
+
+SETTLE_S = 2.0
+"""After a rank fails, how long the others get to report before they are stopped."""
+
+MAX_ERROR_CHARS = 240
+"""A rank's error is cut to this many characters (gloo's messages run long)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +69,8 @@ def _entry(target: Callable[..., Any], rank: int, args: tuple[Any, ...],
         frame = traceback.extract_tb(err.__traceback__)[-1:] if err.__traceback__ else []
         where = f" ({frame[0].filename.rsplit('/', 1)[-1]}:{frame[0].lineno})" if frame else ""
         message = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        if len(message) > MAX_ERROR_CHARS:
+            message = message[:MAX_ERROR_CHARS - 3] + "..."
         results.put((rank, None, f"{type(err).__name__}: {message}{where}".strip()))
         results.close()
         results.join_thread()
@@ -115,38 +123,60 @@ def launch(target: Callable[..., Any], args: Sequence[tuple[Any, ...]], *,
 
 def _collect(processes: Sequence[Any], results: Any, outcomes: dict[int, RankOutcome],
              deadline: float, timeout_s: float) -> None:
-    """Fill ``outcomes`` until every rank has one, a rank fails, or the deadline."""
+    """Fill ``outcomes`` until every rank has one, a rank fails, or the deadline.
+
+    After the first failure the others get :data:`SETTLE_S` to report or to be found
+    dead: a rank that dies makes its peers' collectives fail at once, and the report
+    should name the dead rank, not only the peers' lost connections.
+    """
     silent_since: dict[int, float] = {}
+    failed_at: float | None = None
     while len(outcomes) < len(processes):
+        now = time.monotonic()
+        if failed_at is not None and now - failed_at > SETTLE_S:
+            break
         try:
             rank, value, error = results.get(timeout=0.1)
             outcomes[rank] = RankOutcome(rank, value, error)
-            if error is not None:
-                break
+            if error is not None and failed_at is None:
+                failed_at = time.monotonic()
             continue
         except queue_module.Empty:
             pass
-        now = time.monotonic()
-        failed = False
         for rank, process in enumerate(processes):
             if rank in outcomes or process.is_alive():
                 continue
             # Dead: its last message may still be in the pipe; wait a moment for it.
             first = silent_since.setdefault(rank, now)
-            if now - first > 1.0:
+            if now - first > 0.5:
                 outcomes[rank] = RankOutcome(rank, None, _death(process.exitcode))
-                failed = True
-        if failed:
-            break
+                failed_at = now if failed_at is None else failed_at
         if now > deadline:
             for rank in range(len(processes)):
                 if rank not in outcomes:
                     outcomes[rank] = RankOutcome(rank, None, f"no result after {timeout_s:g} s")
             return
-    culprit = next((o.rank for o in outcomes.values() if o.error is not None), None)
+    culprit = min((o for o in outcomes.values() if o.error is not None),
+                  key=lambda o: (error_rank(o.error), o.rank), default=None)
     for rank in range(len(processes)):
         if rank not in outcomes:
-            outcomes[rank] = RankOutcome(rank, None, f"stopped: rank {culprit} failed")
+            what = f"rank {culprit.rank}" if culprit is not None else "another rank"
+            outcomes[rank] = RankOutcome(rank, None, f"stopped: {what} failed")
+
+
+def error_rank(error: str | None) -> int:
+    """How close an error is to the cause: 0 a process that died, 1 its own exception,
+    2 a collective that lost its peer, 3 stopped by the parent, 4 no error."""
+    if error is None:
+        return 4
+    if error.startswith(("killed by", "exited with", "no result after")):
+        return 0
+    if error.startswith("stopped:"):
+        return 3
+    lowered = error.lower()
+    if "distributed_c10d" in lowered or "gloo" in lowered or "nccl" in lowered:
+        return 2
+    return 1
 
 
 def _stop(processes: Sequence[Any]) -> None:

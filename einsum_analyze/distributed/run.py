@@ -9,7 +9,7 @@ from typing import Any
 from .assign import assign_slices
 from .contract import DistributedJob
 from .devices import DeviceList
-from .launch import free_port, launch
+from .launch import error_rank, free_port, launch
 from .worker import rank_main
 
 __all__ = ["DeviceFigures", "DistributedResult", "run_distributed"]
@@ -80,7 +80,7 @@ class DistributedResult:
     max_grad_error: float | None = None
     output_error: float | None = None
     failed: bool = False
-    timings: dict[str, Any] = field(default_factory=dict)
+    timings: dict[int, Any] = field(default_factory=dict)
 
     @property
     def speedup(self) -> float | None:
@@ -98,8 +98,8 @@ class DistributedResult:
     @property
     def errors(self) -> tuple[str, ...]:
         """``rank 1 (cpu:1): ValueError: ...`` for every failed rank, first cause first."""
-        failed = [d for d in self.per_device if d.error is not None]
-        failed.sort(key=lambda d: d.error is not None and d.error.startswith("stopped"))
+        failed = sorted((d for d in self.per_device if d.error is not None),
+                        key=lambda d: (error_rank(d.error), d.rank))
         return tuple(f"rank {d.rank} ({d.device}): {d.error}" for d in failed)
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,7 +141,7 @@ def run_distributed(job: DistributedJob, devices: DeviceList, *,
     parts = tuple(tuple(part) for part in assignment)
     init = f"tcp://127.0.0.1:{free_port()}"
     outcomes = launch(rank_main, [(job, names, devices.backend, init, parts)] * len(names),
-                      timeout_s=job.timeout_s + 30.0)
+                      timeout_s=job.timeout_s)
     per_device: list[DeviceFigures] = []
     for outcome, device, part in zip(outcomes, names, parts, strict=True):
         got = outcome.result or {}
