@@ -20,8 +20,10 @@ __all__ = ["DistributedJob", "SliceRunner"]
 
 @runtime_checkable
 class SliceRunner(Protocol):
-    """Runs a subset of a sliced plan's slices on one device (picklable: it crosses to
-    each rank's process)."""
+    """Runs a subset of a sliced plan's slices on one device.
+
+    Picklable: it crosses to each rank's process.
+    """
 
     @property
     def slice_count(self) -> int:

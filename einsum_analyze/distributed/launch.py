@@ -165,8 +165,11 @@ def _collect(processes: Sequence[Any], results: Any, outcomes: dict[int, RankOut
 
 
 def error_rank(error: str | None) -> int:
-    """How close an error is to the cause: 0 a process that died, 1 its own exception,
-    2 a collective that lost its peer, 3 stopped by the parent, 4 no error."""
+    """How close an error is to the cause (the lowest is named first).
+
+    0 a process that died, 1 its own exception, 2 a collective that lost its peer,
+    3 stopped by the parent, 4 no error.
+    """
     if error is None:
         return 4
     if error.startswith(("killed by", "exited with", "no result after")):

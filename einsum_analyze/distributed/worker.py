@@ -20,19 +20,22 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .contract import DistributedJob
+
+if TYPE_CHECKING:
+    from ..backends.base import DeviceContext
 
 __all__ = ["rank_main", "reduce_buffers", "run_and_reduce"]
 
 
-def reduce_buffers(output: Any, gradients: Mapping[int, Any], group: Any = None) -> None:
+def reduce_buffers(output: Any | None, gradients: Mapping[int, Any], group: Any = None) -> None:
     """Sum the output and gradient buffers over the group, in place, all in flight at once."""
     import torch.distributed as dist
 
-    works = [dist.all_reduce(t, group=group, async_op=True)
-             for t in (output, *gradients.values())]
+    buffers = ([] if output is None else [output]) + list(gradients.values())
+    works = [dist.all_reduce(t, group=group, async_op=True) for t in buffers]
     for work in works:
         work.wait()
 
@@ -173,13 +176,13 @@ def _single(job: DistributedJob, context: Any, slices: Sequence[int],
             "peak_bytes_predicted": job.runner.predicted_peak_bytes(slices, is_cuda=is_cuda)}
 
 
-def _peak(call: Callable[[], Any], context: Any, is_cuda: bool) -> int:
+def _peak(call: Callable[[], Any], context: DeviceContext, is_cuda: bool) -> int:
     """The allocator's peak of ``call``, inputs included."""
     if not is_cuda:
         from ..backends.torch_backend import allocator_peak_cpu
 
         peak, _ = allocator_peak_cpu(call)
-        return int(peak) + context.input_bytes
+        return int(peak) + int(context.input_bytes)
     import torch
 
     _fence(True)
@@ -189,7 +192,7 @@ def _peak(call: Callable[[], Any], context: Any, is_cuda: bool) -> int:
     _fence(True)
     peak = torch.cuda.max_memory_allocated() - base
     del kept
-    return int(peak) + context.input_bytes
+    return int(peak) + int(context.input_bytes)
 
 
 def _output_error(job: DistributedJob, context: Any, output: Any) -> float:
