@@ -22,6 +22,7 @@ import click
 from . import __version__
 from ._types import DType
 from .backends import backend_help, backend_names
+from .devices_cli import DEVICES_HELP, check_devices, render_distributed, run_devices
 from .errors import EinsumAnalyzeError
 from .parsing import parse_seconds, parse_shapes, parse_sizes, parse_strategy_names
 from .planning import OPTIMIZERS
@@ -37,6 +38,7 @@ from .terminal import (
 
 if TYPE_CHECKING:
     from .budgets import Budgets
+    from .distributed import DeviceList
     from .report import Report
 
 __all__ = ["cli", "compare_cli", "main", "plot_cli"]
@@ -271,6 +273,7 @@ class _AnalyzeCommand(_OneLineErrors):
     "only, no torch import). Repeatable. Default: auto, CUDA where it is available and "
     "the cpu otherwise.",
 )
+@click.option("--devices", "devices_list", metavar="LIST", help=DEVICES_HELP)
 @click.option(
     "--backend",
     type=click.Choice(backend_names()),
@@ -345,6 +348,7 @@ def cli(
     grad: str,
     strategies: str,
     devices: tuple[str, ...],
+    devices_list: str | None,
     backend: str,
     repeats: int,
     warmup: int,
@@ -375,13 +379,19 @@ def cli(
         settings = _Settings(optimize, memory_limit, dtype, grad,
                              parse_strategy_names(strategies), budget, objective, cotengra,
                              parse_seconds(max_search_time, "--max-search-time"))
-        run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force)
+        run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force,
+                          check_devices(devices_list))
         run.check(dtype)
         check_json_path(json_path)
         _check_plot_path(plot_path)
         if cases_path is not None:
             if equation is not None or shapes is not None or sizes is not None:
                 raise click.UsageError("give either --cases or EQUATION with --shapes/--sizes")
+            if devices_list is not None:
+                raise click.UsageError("--devices runs one equation; it cannot go with --cases")
+        if devices_list is not None and "sliced" not in settings.strategies:
+            raise click.UsageError("--devices runs the sliced strategy: add sliced to "
+                                   "--strategy (with --budget to choose the slices)")
             return _analyze_cases(cases_path, settings, run, json_path, budgets, plot_path)
         if equation is None:
             raise click.UsageError("Missing argument 'EQUATION' (or give --cases FILE)")
@@ -437,8 +447,14 @@ def _analyze(
     if devices != () and (report.strategies or devices is not None):
         with progress(show=out is not None) as shown:
             report = _execute(report, run, devices, shown)
+    spread = None
+    if run.spread is not None:
+        spread = run_devices(report, run.spread, repeats=run.repeats, warmup=run.warmup,
+                             seed=run.seed)
     report = apply_budgets(report, budgets)  # last: budgets read the strategies and runs
     document = report.to_dict()
+    if spread is not None:
+        document["distributed"] = spread.to_dict()
     if plot_path is not None:
         document.update(_measured_timelines(report))
     if json_path is not None:
@@ -449,6 +465,13 @@ def _analyze(
         from .render import render_runs
 
         render_runs(report, out, console(stderr=True))
+        if spread is not None:
+            render_distributed(spread, out, console(stderr=True))
+    elif spread is not None:
+        for line in spread.errors:
+            click.echo(f"error: distributed run failed: {line}", err=True)
+    if spread is not None and spread.failed:
+        return 2
     return _echo_budget_failures(report)
 
 
@@ -572,6 +595,7 @@ class _RunOptions:
     seed: int
     max_memory: str | None
     force: bool
+    spread: DeviceList | None = None
 
     def check(self, dtype: str) -> None:
         """Refuse what can never run at once, before any analysis, even with --device none."""
@@ -592,6 +616,8 @@ class _RunOptions:
         names = tuple(
             name.strip() for text in self.devices for name in text.split(",") if name.strip()
         )
+        if not names and self.spread is not None:
+            return ()  # --devices alone: only the distributed run
         if not names or names == ("auto",):
             return None
         if any(name.lower() == "none" for name in names):

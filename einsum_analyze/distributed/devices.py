@@ -70,6 +70,12 @@ def parse_devices(text: str, *, cuda_count: Callable[[], int] = _cuda_count) -> 
         raise BackendUnavailableError(
             f"--devices {text!r} mixes cpu and CUDA; one run uses one kind (NCCL or gloo)"
         )
+    count = cuda_count() if kinds == {"cuda"} else 0
+    for name in names:
+        if name.startswith("cuda:") and int(name[5:]) >= count:
+            raise BackendUnavailableError(
+                f"--devices: {name} does not exist; this machine has {count} CUDA device(s)"
+            )
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise BackendUnavailableError(f"--devices names {repeated[0]} twice")
@@ -94,17 +100,10 @@ def _expand(raw: str, cuda_count: Callable[[], int]) -> list[str]:
             raise BackendUnavailableError(
                 f"--devices: {raw!r} is not cpu*N or cuda*N with N at least 1"
             )
-        return [name for k in range(int(times)) for name in _expand(f"{kind}:{k}", cuda_count)]
+        return [f"{kind}:{k}" for k in range(int(times))]
     kind, colon, index = raw.partition(":")
     if kind not in ("cpu", "cuda") or (colon and not index.isdigit()):
         raise BackendUnavailableError(
             f"--devices: {raw!r} is not cpu, cpu:N, cuda, cuda:N, cpu*N or all"
         )
-    number = int(index) if colon else 0
-    if kind == "cuda":
-        count = cuda_count()
-        if number >= count:
-            raise BackendUnavailableError(
-                f"--devices: {raw} does not exist; this machine has {count} CUDA device(s)"
-            )
-    return [f"{kind}:{number}"]
+    return [f"{kind}:{int(index) if colon else 0}"]
