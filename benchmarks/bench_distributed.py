@@ -12,7 +12,7 @@ medians, its measured peak (CUDA ``max_memory_allocated``, cpu torch.profiler) a
 the predicted one, the one-device figures, the speedup and efficiency, the gradient
 error against the float64 oracle, the environment, and the efficiency projected for 4
 and 8 devices from the measured compute and communication
-(:func:`einsum_analyze.distributed.project_efficiency`, docs/distributed.md).
+(``benchmarks/project_distributed.py``, docs/distributed.md).
 
 Usage::
 
@@ -35,12 +35,12 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from _common import environment, scaled  # noqa: E402
+from project_distributed import projections as project  # noqa: E402
 
 from einsum_analyze import analyze  # noqa: E402
 from einsum_analyze.distributed import (  # noqa: E402
     DistributedJob,
     parse_devices,
-    project_efficiency,
     run_distributed,
 )
 from einsum_analyze.distributed.from_report import runner_for  # noqa: E402
@@ -146,7 +146,8 @@ def main() -> int:
           f"{format_seconds(single['seconds'])} on one: speedup {speedup:.3f}x, "
           f"efficiency {efficiency:.3f}; max grad error {result.max_grad_error:.2e}, "
           f"output error {result.output_error:.2e}")
-    projections = _projections(result, runner.slice_costs())
+    costs = list(runner.slice_costs())
+    projections = project(result.to_dict(), costs)
     for p in projections:
         print(f"projected on {p['devices']} devices: step {format_seconds(p['step_s'])}, "
               f"speedup {p['speedup']:.2f}x, efficiency {p['efficiency']:.3f}")
@@ -155,32 +156,10 @@ def main() -> int:
         Path(args.json_path).write_text(json.dumps({
             "case": args.equation or args.case, "scale": args.scale, "dtype": args.dtype,
             "budget_bytes": budget, "unsliced_peak_bytes": unsliced_peak,
-            "distributed": result.to_dict(), "timings": result.timings,
+            "distributed": result.to_dict(), "slice_costs": costs, "timings": result.timings,
             "projections": projections, "environment": env}, indent=1) + "\n",
             encoding="utf-8")
     return 0
-
-
-def _projections(result: Any, costs: list[float]) -> list[dict[str, Any]]:
-    """Efficiency on 4 and 8 devices from this run's compute and communication."""
-    single = result.single_device["seconds"]
-    comm = max(d.communication_s or 0.0 for d in result.per_device)
-    n = len(result.devices)
-    moved = 2 * (n - 1) / n * (result.reduce_bytes or 0)
-    bandwidth = moved / comm if comm > 0 and moved > 0 else float("inf")
-    # What the step costs beyond compute and the all-reduce: barrier, launch, imbalance.
-    latency = max(0.0, (result.step_s or 0.0) - single * max(
-        sum(costs[s] for s in d.slices) for d in result.per_device) / (sum(costs) or 1.0)
-        - comm)
-    out = []
-    for devices in (n, 4, 8):
-        p = project_efficiency(single_s=single, reduce_bytes=result.reduce_bytes or 0,
-                               bus_bytes_per_s=bandwidth, devices=devices,
-                               latency_s=latency, slice_costs=costs)
-        out.append({"devices": devices, "step_s": p.step_s, "speedup": p.speedup,
-                    "efficiency": p.efficiency, "bus_bytes_per_s": bandwidth,
-                    "latency_s": latency})
-    return out
 
 
 if __name__ == "__main__":
