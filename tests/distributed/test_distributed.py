@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -17,6 +19,7 @@ from einsum_analyze.distributed.contract import DistributedJob
 from einsum_analyze.distributed.devices import parse_devices
 from einsum_analyze.distributed.run import run_distributed
 from einsum_analyze.errors import BackendUnavailableError
+from einsum_analyze.report import load_schema
 
 
 def _children() -> set[int]:
@@ -39,6 +42,12 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def _validate(section: dict[str, object]) -> None:
+    """The section validates against the report schema's ``distributed`` property."""
+    schema = load_schema()["properties"]["distributed"]
+    jsonschema.Draft202012Validator(schema).validate(json.loads(json.dumps(section)))
 
 
 def _job(runner: StandInSlices, equation: str, shapes: tuple[tuple[int, ...], ...],
@@ -140,6 +149,7 @@ def test_two_gloo_processes_equal_the_oracle_with_sliced_output_and_repeated_ind
     assert result.single_device is not None and result.single_device["slices"] == 12
     section = result.to_dict()
     assert section["backend"] == "gloo" and section["errors"] == []
+    _validate(section)
     assert _children() <= before
 
 
@@ -159,6 +169,7 @@ def test_a_dying_rank_is_reported_and_nothing_is_left(how: str, said: str) -> No
     assert result.errors[0].startswith("rank 1 (cpu:1): ")
     assert said in result.errors[0]
     assert result.speedup is None
+    _validate(result.to_dict())
     assert time.monotonic() - start < 45
     assert not multiprocessing.active_children()
     assert _children() <= before
