@@ -48,7 +48,7 @@ from einsum_analyze.formatting import format_bytes, format_seconds  # noqa: E402
 
 
 def _case(name: str) -> tuple[str, list[list[int]]]:
-    cases = json.loads((HERE / "cases.json").read_text(encoding="utf-8"))
+    cases = json.loads((HERE / "cases.json").read_text(encoding="utf-8"))["cases"]
     for case in cases:
         if case["name"] == name:
             return case["equation"], case["shapes"]
