@@ -79,8 +79,10 @@ def rank_main(rank: int, job: DistributedJob, devices: Sequence[str], backend: s
         torch.cuda.set_device(torch.device(device))
     else:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // len(devices)))
+    options: dict[str, Any] = {"device_id": torch.device(device)} if is_cuda else {}
     dist.init_process_group(backend, init_method=init_method, rank=rank,
-                            world_size=len(devices), timeout=timedelta(seconds=job.timeout_s))
+                            world_size=len(devices), timeout=timedelta(seconds=job.timeout_s),
+                            **options)
     try:
         _fault(job, rank)
         torch_device = device if is_cuda else "cpu"
