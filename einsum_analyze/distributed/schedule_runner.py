@@ -1,12 +1,12 @@
 """The sliced strategy's schedule as a :class:`~.contract.SliceRunner`.
 
-:func:`einsum_analyze.slicing.schedule.sliced_schedule` schedules any subset of the
-slices into full-size output and gradient buffers; this runner lowers that schedule and
-runs it with the torch executor's compiled events, exactly as a single-device run of
-the ``sliced`` strategy does, so a device's predicted peak is the same replay
-(:func:`~einsum_analyze.backends.base.predicted_peak_bytes`) of the same events.
-
-Schedules are built in the rank's process, once per subset of slices, and cached there.
+:func:`einsum_analyze.slicing.sliced_schedule` schedules any subset of the slices into
+full-size output and gradient buffers. This runner lowers that schedule and runs it as
+:func:`einsum_analyze.slicing.run_slices` does (the torch executor's compiled events),
+with one difference: the lowered and compiled schedule of each subset is built once per
+process and cached, so that a timed step contracts and never plans. A device's
+predicted peak is the replay (:func:`~einsum_analyze.backends.base.predicted_peak_bytes`)
+of the very events it runs.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class ScheduleSlices:
     def _schedule(self, ids: Sequence[int], grad: Sequence[int]) -> Any:
         key = ("schedule", tuple(ids), tuple(grad))
         if key not in self._cache:
-            from ..slicing.schedule import sliced_schedule
+            from ..slicing import sliced_schedule
 
             self._cache[key] = sliced_schedule(
                 self.plan, self.slices, grad, itemsize=self.itemsize,
@@ -88,7 +88,7 @@ class ScheduleSlices:
             events = tuple(lower_events(schedule.events, eq.terms, sizes))
             compiled = None
             if compile_:
-                from ..backends.torch_backend import compile_schedule
+                from ..backends.torch_kernels import compile_schedule
 
                 compiled = compile_schedule(events, sizes)
             self._cache[key] = _Lowered(events, sizes, schedule.output,
@@ -96,9 +96,13 @@ class ScheduleSlices:
         lowered: _Lowered = self._cache[key]
         return lowered
 
+    def full_schedule(self) -> Any:
+        """The schedule of every slice (the ``sliced`` strategy's own)."""
+        return self._schedule(range(self.slice_count), self.grad)
+
     def slice_costs(self) -> Sequence[float]:
         """Forward and backward FLOPs of each slice."""
-        flops = self._schedule(range(self.slice_count), self.grad).slice_flops
+        flops = self.full_schedule().slice_flops
         return [float(sum(flops[k])) for k in range(self.slice_count)]
 
     def predicted_peak_bytes(self, slices: Sequence[int], *, is_cuda: bool) -> int | None:
@@ -121,9 +125,8 @@ class ScheduleSlices:
         wanted = tuple(grad) if upstream is not None else ()
         lowered = self._lowered(slices, wanted, compile_=True)
         live = {f"in{k}": t for k, t in enumerate(operands)}
-        run_compiled(lowered.compiled.forward, live)
         if wanted and upstream is not None:
             live["upstream"] = upstream.clone()  # the seed takes it over
-            run_compiled(lowered.compiled.backward, live)
-        output = live[lowered.compiled.output]
+        run_compiled(lowered.compiled.forward + lowered.compiled.backward, live)
+        output = live[lowered.compiled.final_output]
         return output, {k: live[lowered.gradients.get(k, f"d{k}")] for k in wanted}

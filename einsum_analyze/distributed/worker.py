@@ -96,7 +96,7 @@ def rank_main(rank: int, job: DistributedJob, devices: Sequence[str], backend: s
                                    "slices": list(assignment[rank])}
         everything = list(range(job.runner.slice_count))
         if job.baseline and rank == 0:
-            figures["single"] = _single(job, context, everything, is_cuda)
+            figures["single"] = _single(job, context, everything, is_cuda, device)
         dist.barrier()
         mine = list(assignment[rank])
         for _ in range(job.warmup):
@@ -155,7 +155,7 @@ def _step(job: DistributedJob, context: Any, slices: Sequence[int],
 
 
 def _single(job: DistributedJob, context: Any, slices: Sequence[int],
-            is_cuda: bool) -> dict[str, Any]:
+            is_cuda: bool, device: str) -> dict[str, Any]:
     """Rank 0's device running every slice alone: the baseline of the speedup."""
 
     def once() -> tuple[Any, Mapping[int, Any]]:
@@ -172,7 +172,7 @@ def _single(job: DistributedJob, context: Any, slices: Sequence[int],
         once()
         _fence(is_cuda)
         times.append(time.perf_counter() - start)
-    return {"device": context.device, "slices": len(slices),
+    return {"device": device, "slices": len(slices),
             "seconds": statistics.median(times), "seconds_all": times,
             "peak_bytes_measured": _peak(once, context, is_cuda),
             "peak_bytes_predicted": job.runner.predicted_peak_bytes(slices, is_cuda=is_cuda)}
