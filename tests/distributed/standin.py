@@ -1,4 +1,4 @@
-"""A deliberately plain slice runner for the distributed tests (not the sliced strategy).
+"""A deliberately plain slice runner for the launch and failure tests (not the sliced strategy).
 
 It keeps the promise :class:`einsum_analyze.distributed.contract.SliceRunner` states:
 any subset of slices into full-size buffers summed over that subset. Each slice narrows

@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -14,9 +15,11 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from standin import StandInSlices
 
+from einsum_analyze import analyze
 from einsum_analyze.distributed.assign import assign_slices, project_efficiency
 from einsum_analyze.distributed.contract import DistributedJob
 from einsum_analyze.distributed.devices import parse_devices
+from einsum_analyze.distributed.from_report import runner_for
 from einsum_analyze.distributed.run import run_distributed
 from einsum_analyze.errors import BackendUnavailableError
 from einsum_analyze.report import load_schema
@@ -130,23 +133,41 @@ def test_all_without_cuda_is_refused() -> None:
 
 # --- real processes ----------------------------------------------------------------------
 
+def _sliced(equation: str, shapes: list[list[int]], indices: str) -> Any:
+    """The report's sliced strategy with the given slices, as the devices run it."""
+    report = analyze(equation, shapes, dtype="float64", strategies=("sliced",),
+                     strategy_options={"sliced": {"indices": indices}})
+    return report, runner_for(report)
+
+
 def test_two_gloo_processes_equal_the_oracle_with_sliced_output_and_repeated_indices() -> None:
-    # i is an output index and is sliced; j repeats inside operand 0 and is sliced too.
-    equation = "ijj,jk->ik"
-    runner = StandInSlices(equation, (("i", 3), ("j", 4), ("k", 5)), "ij")
-    job = _job(runner, equation, ((3, 4, 4), (4, 5)), (3, 5), repeats=2, warmup=1)
+    # i is an output index, j repeats inside operand 0; both are sliced, in uneven chunks
+    # (6 = 2+2+2, 8 = 3+3+2), so the slices have different schedules and costs.
+    report, runner = _sliced("ijj,jk->ik", [[6, 8, 8], [8, 5]], "i:2,j:3")
+    assert runner.slice_count == 9
+    eq = report.equation
+    job = DistributedJob(runner=runner, text=eq.text, explicit=eq.explicit,
+                         shapes=((6, 8, 8), (8, 5)), output_shape=(6, 5), dtype="float64",
+                         grad=(0, 1), repeats=2, warmup=1, timeout_s=120.0)
     before = _children()
     result = run_distributed(job, parse_devices("cpu*2"))
     assert not result.failed, result.errors
     assert result.max_grad_error is not None and result.max_grad_error < 1e-12
     assert result.output_error is not None and result.output_error < 1e-12
-    assert [len(d.slices) for d in result.per_device] == [6, 6]
+    assert sorted(s for d in result.per_device for s in d.slices) == list(range(9))
+    costs = runner.slice_costs()
+    loads = [sum(costs[s] for s in d.slices) for d in result.per_device]
+    assert max(loads) - min(loads) <= max(costs)
     for figures in result.per_device:
         assert figures.compute_s is not None and figures.compute_s > 0
         assert figures.communication_s is not None and figures.communication_s > 0
-        assert figures.peak_bytes_measured is not None and figures.peak_bytes_measured > 0
-    assert result.speedup is not None and result.efficiency is not None
-    assert result.single_device is not None and result.single_device["slices"] == 12
+        # cpu: the allocator's events equal the replay of the device's own schedule.
+        assert figures.peak_bytes_measured == figures.peak_bytes_predicted
+        assert figures.peak_bytes_predicted is not None
+    single = result.single_device
+    assert single is not None and single["slices"] == 9 and single["device"] == "cpu:0"
+    assert single["peak_bytes_measured"] == single["peak_bytes_predicted"]
+    assert result.speedup is not None and result.efficiency == result.speedup / 2
     section = result.to_dict()
     assert section["backend"] == "gloo" and section["errors"] == []
     _validate(section)
@@ -188,7 +209,7 @@ def test_a_silent_rank_times_out_and_is_killed() -> None:
     assert _children() <= before
 
 
-def _train_rank(rank: int, init: str, runner: StandInSlices) -> float:
+def _train_rank(rank: int, init: str, runner: Any) -> float:
     """A torchrun-style rank: the group is initialised by the caller, then sliced_einsum."""
     import torch
     import torch.distributed as dist
@@ -218,7 +239,7 @@ def _train_rank(rank: int, init: str, runner: StandInSlices) -> float:
 def test_training_api_on_an_initialised_group_equals_the_oracle() -> None:
     from einsum_analyze.distributed.launch import free_port, launch
 
-    runner = StandInSlices("ijj,jk->ik", (("i", 3), ("j", 4), ("k", 5)), "ij")
+    _, runner = _sliced("ijj,jk->ik", [[3, 4, 4], [4, 5]], "i:1,j:3")
     init = f"tcp://127.0.0.1:{free_port()}"
     outcomes = launch(_train_rank, [(init, runner)] * 2, timeout_s=60)
     assert [o.error for o in outcomes] == [None, None]
