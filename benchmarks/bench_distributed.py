@@ -56,8 +56,13 @@ def _case(name: str) -> tuple[str, list[list[int]]]:
 
 
 def sliced_report(equation: str, shapes: list[list[int]], *, budget: int | None,
-                  fraction: float, min_slices: int, dtype: str) -> tuple[Any, int, int]:
+                  fraction: float, min_slices: int, dtype: str,
+                  indices: str | None) -> tuple[Any, int, int]:
     """The analysis whose sliced plan has at least ``min_slices`` slices.
+
+    The sliced strategy alone, with its own ``budget_bytes`` (no training-aware search):
+    ``budget``, else ``fraction`` of the unsliced peak halved until the plan has
+    ``min_slices`` slices; or the slices given by ``indices`` (``b:8192``).
 
     Returns:
         The report, its budget, and the unsliced (reverse) training peak.
@@ -66,10 +71,13 @@ def sliced_report(equation: str, shapes: list[list[int]], *, budget: int | None,
     peak = unsliced.strategies[0].memory.peak_bytes
     chosen = budget if budget is not None else int(peak * fraction)
     while True:
+        options: dict[str, Any] = {"budget_bytes": chosen}
+        if indices:
+            options["indices"] = indices
         report = analyze(equation, shapes, dtype=dtype, strategies=("sliced",),
-                         budget=chosen)
+                         strategy_options={"sliced": options})
         count = runner_for(report).slice_count
-        if count >= min_slices or budget is not None or chosen < 1024:
+        if count >= min_slices or budget is not None or indices or chosen < 1024:
             return report, chosen, peak
         chosen //= 2
 
@@ -85,6 +93,7 @@ def main() -> int:
     parser.add_argument("--fraction", type=float, default=0.5,
                         help="first budget as a fraction of the unsliced training peak")
     parser.add_argument("--min-slices", type=int, default=8)
+    parser.add_argument("--indices", help="the slices instead of a budget: b:8192, ...")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--scale", type=int, default=1,
                         help="divide dimensions of 64 or more by this (cpu runs)")
@@ -105,7 +114,7 @@ def main() -> int:
     shapes = scaled(shapes, args.scale) if args.scale > 1 else shapes
     report, budget, unsliced_peak = sliced_report(
         equation, shapes, budget=args.budget, fraction=args.fraction,
-        min_slices=args.min_slices, dtype=args.dtype)
+        min_slices=args.min_slices, dtype=args.dtype, indices=args.indices)
     runner = runner_for(report)
     eq = report.equation
     job = DistributedJob(
@@ -122,8 +131,12 @@ def main() -> int:
         env["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
 
     print(f"case: {args.equation or args.case}  shapes scaled 1/{args.scale}  {args.dtype}")
+    slicing = next(s for s in report.strategies if s.name == "sliced").details["slicing"]
     print(f"budget {format_bytes(budget)} ({budget / unsliced_peak:.3f} of the unsliced "
-          f"training peak {format_bytes(unsliced_peak)}): {runner.slice_count} slices")
+          f"training peak {format_bytes(unsliced_peak)}): {runner.slice_count} slices of "
+          f"{dict(zip(slicing['indices'], slicing['chunks'], strict=True))}, fits "
+          f"{slicing['fits_budget']}, FLOPs {slicing['overhead_ratio']:.3f}x unsliced, "
+          f"modelled peak {format_bytes(slicing['peak_bytes_with_accumulators'])}")
     if result.failed:
         for line in result.errors:
             print(f"FAILED {line}")
@@ -156,6 +169,7 @@ def main() -> int:
         Path(args.json_path).write_text(json.dumps({
             "case": args.equation or args.case, "scale": args.scale, "dtype": args.dtype,
             "budget_bytes": budget, "unsliced_peak_bytes": unsliced_peak,
+            "slicing": slicing,
             "distributed": result.to_dict(), "slice_costs": costs, "timings": result.timings,
             "projections": projections, "environment": env}, indent=1) + "\n",
             encoding="utf-8")
