@@ -225,6 +225,7 @@ def _analyze_one(
         plan, operands, itemsize=itemsize, objective=objective, budget_bytes=budget_bytes,
         memory_limit=limit, optimize=optimize, cotengra=cotengra, search_time=search_time,
         strategies=strategy_results, max_search_s=max_search_s,
+        strategy_options=strategy_options,
     )
     if recommended is not None and not recommended.fits:
         warnings.append(_no_fit_warning(recommended, summary))
@@ -337,6 +338,7 @@ def _search(
     search_time: float,
     strategies: Sequence[StrategyResult],
     max_search_s: float | None,
+    strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[SearchResult | None, Recommendation | None, BudgetSummary | None]:
     """The search, its recommendation and the budget's summary (each None if not asked)."""
     found = recommended = None
@@ -347,7 +349,8 @@ def _search(
                              time_limit=search_time, cotengra=cotengra,
                              strategies=[s.name for s in strategies
                                          if get_strategy(s.name).lowered],
-                             known=strategies, max_search_s=max_search_s)
+                             known=strategies, max_search_s=max_search_s,
+                             options=strategy_options)
         recommended = recommend(found, budget_bytes)
         if budget_bytes is None:
             # No budget: the cheapest plan that holds no more than torch.einsum itself

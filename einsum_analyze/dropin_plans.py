@@ -177,7 +177,7 @@ def _model(equation: str, shapes: Sequence[Sequence[int]], dtype: str, grad: Seq
     from .analysis import analyze
     from .strategies import get_strategy
 
-    chosen = dict(options or {})
+    chosen = {**get_strategy(name).dropin_options, **(options or {})}
     if budget != NO_BUDGET and "budget_bytes" in get_strategy(name).options:
         chosen.setdefault("budget_bytes", budget)
     report = analyze(equation, shapes, optimize=optimize, dtype=dtype, grad=list(grad),
@@ -212,8 +212,10 @@ def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
         (torch_model,) = analyze(equation, shapes, dtype=dtype, grad=list(grad),
                                  strategies=["torch-autograd"]).strategies
         cap = torch_model.memory.peak_bytes
+    dropin = {name: get_strategy(name).dropin_options for name in strategies
+              if get_strategy(name).dropin_options}
     report = analyze(equation, shapes, dtype=dtype, grad=list(grad), optimize=optimize,
-                     strategies=strategies, objective="flops",
+                     strategies=strategies, objective="flops", strategy_options=dropin or None,
                      budget=cap if cap > 0 else None)  # zero-size operands: nothing to cap
     recommended = report.recommended
     if recommended is None:
@@ -242,7 +244,7 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
     from .equation import parse_equation
 
     eq = parse_equation(equation, shapes)
-    compiled = compile_schedule(result.events, eq.size_dict)
+    compiled = compile_schedule(result.events, result.sizes(eq.size_dict))
     torch_dtype = getattr(torch, dtype)
     operands = [torch.empty(shape, dtype=torch_dtype, device="meta") for shape in shapes]
     live = run_compiled(compiled.forward, {f"in{k}": t for k, t in enumerate(operands)})

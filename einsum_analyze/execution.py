@@ -210,7 +210,7 @@ def execute_report(
                 assert strategy is not None
                 run = run_strategy(
                     executor, context, strategy=strategy.name, events=strategy.events,
-                    sizes=eq.size_dict,
+                    sizes=strategy.sizes(eq.size_dict),
                     peak_bytes_predicted=predicted_peak(report, strategy, context.is_cuda),
                     retained_bytes_predicted=predicted_retained(strategy, report,
                                                                 context.is_cuda),

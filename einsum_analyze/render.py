@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich import box
 from rich.console import Console
@@ -332,6 +332,29 @@ def _inference_peak(report: Report) -> int:
     return memory.peak_bytes
 
 
+def slicing_text(section: Mapping[str, Any]) -> str:
+    """What a sliced plan slices: ``n:2 (4 slices)``."""
+    chunks = ",".join(f"{label}:{chunk}" for label, chunk
+                      in zip(section["indices"], section["chunks"], strict=True))
+    return f"{chunks or 'nothing'} ({plural(section['count'], 'slice')})"
+
+
+def slicing_lines(report: Report) -> list[str]:
+    """One line per sliced strategy: what it slices and what that costs."""
+    lines = []
+    for r in report.strategies:
+        section = r.details.get("slicing")
+        if section is None:
+            continue
+        lines.append(
+            f"{r.name}: {slicing_text(section)}, {section['overhead_ratio']:.3f}x the "
+            f"unsliced FLOPs; one slice peaks at {format_bytes(section['per_slice_peak_bytes'])}"
+            f", the step at {format_bytes(section['peak_bytes_with_accumulators'])} with its "
+            f"full-size buffers; {plural(section['copies'], 'part copy', 'part copies')}"
+        )
+    return lines
+
+
 def answer_line(report: Report) -> str:
     """One sentence answering: what does backward cost next to forward?"""
     inference = _inference_peak(report)
@@ -352,6 +375,8 @@ def render_analysis(report: Report, console: Console) -> None:
     _print(console, _summary_table(report))
     _print(console, _gradients_table(report))
     _print(console, _strategies_table(report))
+    for line in slicing_lines(report):
+        console.print(line, highlight=False)
     if report.strategies:
         console.print(answer_line(report))
     for table in (_limits_table(report), _budget_table(report), _search_table(report)):
@@ -484,8 +509,10 @@ def recommended_line(report: Report) -> str:
     if rec.budget_bytes is not None:
         within = (f" within {format_bytes(rec.budget_bytes)}" if rec.fits else
                   f"; nothing fits {format_bytes(rec.budget_bytes)}, smallest reachable peak")
-    text = (f"Recommended ({rec.objective}{within}): {plan.strategy} on the {plan.source} "
-            f"path, training FLOPs {format_count(plan.training_flops)}, peak "
+    section = plan.result.details.get("slicing")
+    sliced = f" ({slicing_text(section)})" if section else ""
+    text = (f"Recommended ({rec.objective}{within}): {plan.strategy}{sliced} on the "
+            f"{plan.source} path, training FLOPs {format_count(plan.training_flops)}, peak "
             f"{format_bytes(plan.peak_bytes)} (run as {rec.label!r})")
     for measured in rec.measured:
         ratios = [f"{key.removesuffix('_vs_torch')} {value:.2f}x"

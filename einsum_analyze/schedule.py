@@ -66,7 +66,8 @@ class Kernel:
 
 EventKind = Literal["alloc", "free"]
 Phase = Literal["forward", "backward"]
-Operation = Literal["", "contract", "unreduce", "view", "seed"]
+Operation = Literal["", "contract", "unreduce", "view", "seed", "zeros", "slice",
+                    "slice_copy", "accumulate"]
 
 
 class Event(NamedTuple):
@@ -88,7 +89,15 @@ class Event(NamedTuple):
         op: How an allocated tensor is computed: ``"contract"`` (an einsum of ``inputs``),
             ``"unreduce"`` (broadcast and diagonal-embed one input into a new tensor),
             ``"view"`` (a permuted or broadcast view that takes over its input's storage),
-            ``"seed"`` (the upstream gradient, made by the caller).
+            ``"seed"`` (the upstream gradient, made by the caller), ``"zeros"`` (a
+            zero-filled tensor of the equation's output term), ``"slice"`` (a view of
+            part of its input: ``ranges``; it holds no storage of its own, so its
+            ``elements`` are 0), ``"slice_copy"`` (the same part copied into a fresh
+            contiguous tensor), ``"accumulate"`` (adds its second input into the part
+            ``ranges`` of its first, in place, and takes the first over under a new
+            name: ``consumes`` names it). A sliced schedule (:mod:`einsum_analyze.slicing`)
+            uses the last four; the equation of each maps the input's labels to the
+            slice's (``"abc->aßc"``: label ``b`` sliced, ``ß`` its chunk).
         inputs: Names of the tensors the computation reads.
         equation: The computation as an einsum-like equation over labels.
         view: For ``"contract"``: the term the result is viewed as (broadcast or permuted);
@@ -101,6 +110,10 @@ class Event(NamedTuple):
         recompute: A forward contraction run again during backward (checkpointing): it
             reads forward tensors as the forward pass does (never conjugated) and
             makes a forward tensor under its forward name, which its first copy freed.
+            A fused sliced step runs each slice's forward contractions in the backward
+            call, marked the same way.
+        ranges: For ``"slice"``, ``"slice_copy"`` and ``"accumulate"``: the part, as
+            ``(label, start, stop)`` for each sliced label of the full tensor's term.
     """
 
     kind: EventKind
@@ -116,3 +129,4 @@ class Event(NamedTuple):
     kernel: Kernel | None = None
     workspace: tuple[int, ...] = ()
     recompute: bool = False
+    ranges: tuple[tuple[str, int, int], ...] = ()

@@ -100,7 +100,7 @@ def record_timelines(report: Report, device: str, *, seed: int = 0) -> list[dict
     for strategy in report.strategies:
         if not runs_on_our_executor(strategy.name):
             continue
-        program = executor.compile(strategy.events, eq.size_dict, context)
+        program = executor.compile(strategy.events, strategy.sizes(eq.size_dict), context)
 
         warm = executor.backward(program, executor.prepare_backward(
             program, executor.forward(program)))

@@ -53,6 +53,11 @@ def _arrange(array: Any, labels: str, target: str, sizes: Mapping[str, int]) -> 
     return np.broadcast_to(shaped, [sizes[c] for c in target])
 
 
+def _part(term: str, ranges: Sequence[tuple[str, int, int]]) -> tuple[slice, ...]:
+    bounds = {label: slice(start, stop) for label, start, stop in ranges}
+    return tuple(bounds.get(char, slice(None)) for char in term)
+
+
 def _step(event: Event, live: dict[str, Any], upstream: Any, sizes: Mapping[str, int]) -> None:
     """Run one event on the live arrays."""
     import numpy as np
@@ -86,6 +91,16 @@ def _step(event: Event, live: dict[str, Any], upstream: Any, sizes: Mapping[str,
             _diagonal(result, out)[...] = _arrange(live[event.inputs[0]], lhs, distinct, sizes)
         case "view":
             result = _arrange(live.pop(event.inputs[0]), lhs, out, sizes)
+        case "zeros":
+            result = np.zeros([sizes[c] for c in out], dtype=upstream.dtype)
+        case "slice" | "slice_copy":
+            result = live[event.inputs[0]][_part(lhs, event.ranges)]
+            if event.op == "slice_copy":
+                result = np.ascontiguousarray(result).copy()
+        case "accumulate":
+            buffer_name, part_name = event.inputs
+            result = live.pop(buffer_name)
+            result[_part(lhs.partition(",")[0], event.ranges)] += live[part_name]
         case _:
             raise AssertionError(f"event {event.tensor} has no computation")
     live[event.tensor] = result

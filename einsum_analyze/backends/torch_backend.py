@@ -134,7 +134,7 @@ def run_schedule(
 
     run_compiled(compiled.forward + compiled.backward, live, count if track_memory else None)
     gradients = {int(name[1:]): t for name, t in live.items() if name.startswith("d")}
-    return ExecutionResult(output=live[compiled.output], gradients=gradients,
+    return ExecutionResult(output=live[compiled.final_output], gradients=gradients,
                            live_bytes=tuple(after), high_bytes=tuple(high))
 
 

@@ -270,6 +270,66 @@ def _compile_view(event: Event, sizes: Mapping[str, int]) -> Op:
     return run_view
 
 
+def part_index(term: str, ranges: Sequence[tuple[str, int, int]]) -> tuple[slice, ...]:
+    """Index of the part ``ranges`` of a tensor with labels ``term`` (a sliced schedule).
+
+    Example:
+        >>> part_index("abb", [("b", 2, 4)])
+        (slice(None, None, None), slice(2, 4, None), slice(2, 4, None))
+    """
+    bounds = {label: slice(start, stop) for label, start, stop in ranges}
+    return tuple(bounds.get(char, slice(None)) for char in term)
+
+
+def _compile_zeros(event: Event, sizes: Mapping[str, int]) -> Op:
+    """Zeros of the operands' dtype, on their device (operand ``in0`` is always live)."""
+    import torch
+
+    term = event.equation.partition("->")[2]
+    shape = [sizes[c] for c in term]
+    target = event.tensor
+
+    def run_zeros(live: Live, workspace: list[Any]) -> None:
+        like = live["in0"]
+        live[target] = torch.zeros(shape, dtype=like.dtype, device=like.device)
+
+    return run_zeros
+
+
+def _compile_slice(event: Event) -> Op:
+    import torch
+
+    full = event.equation.partition("->")[0]
+    index = part_index(full, event.ranges)
+    (name,) = event.inputs
+    target = event.tensor
+    copy = event.op == "slice_copy"
+
+    def run_slice(live: Live, workspace: list[Any]) -> None:
+        view = live[name][index]
+        if copy:
+            out = torch.empty(view.shape, dtype=view.dtype, device=view.device)
+            out.copy_(view)
+            view = out
+        live[target] = view
+
+    return run_slice
+
+
+def _compile_accumulate(event: Event) -> Op:
+    full = event.equation.partition(",")[0]
+    index = part_index(full, event.ranges)
+    buffer_name, part_name = event.inputs
+    target = event.tensor
+
+    def run_accumulate(live: Live, workspace: list[Any]) -> None:
+        buffer = live.pop(buffer_name)
+        buffer[index].add_(live[part_name])
+        live[target] = buffer
+
+    return run_accumulate
+
+
 def _compile_free(event: Event) -> Op:
     name = event.tensor
 
@@ -286,14 +346,26 @@ class CompiledSchedule:
     Attributes:
         forward: The forward events' functions.
         backward: The backward events' functions (the first takes the upstream gradient).
-        output: Name of the forward result.
+        output: Name of the forward result after the forward events.
         seed: Name the upstream gradient takes ("" when nothing is differentiated).
+        result: Name that holds the forward result after the backward events too, when
+            a later event took it over (``"accumulate"``); "" when it is ``output``.
     """
 
     forward: tuple[Op, ...]
     backward: tuple[Op, ...]
     output: str
     seed: str
+    result: str = ""
+
+    @property
+    def final_output(self) -> str:
+        """Name of the forward result once every event has run.
+
+        ``result`` where a later event took the output over (a sliced step's buffer);
+        else ``output``.
+        """
+        return self.result or self.output
 
 
 def compile_schedule(events: Sequence[Event], sizes: Mapping[str, int]) -> CompiledSchedule:
@@ -302,12 +374,21 @@ def compile_schedule(events: Sequence[Event], sizes: Mapping[str, int]) -> Compi
     backward: list[Op] = []
     output = ""
     seed = ""
+    result = ""
     for event in events:
         phase = forward if event.phase == "forward" else backward
         if event.kind == "free":
             phase.append(_compile_free(event))
             continue
         match event.op:
+            case "zeros":
+                phase.append(_compile_zeros(event, sizes))
+            case "slice" | "slice_copy":
+                phase.append(_compile_slice(event))
+            case "accumulate":
+                phase.append(_compile_accumulate(event))
+                if event.inputs[0] in (output, result):
+                    result = event.tensor
             case "contract":
                 phase.append(_compile_contract(event, sizes))
             case "unreduce":
@@ -327,7 +408,8 @@ def compile_schedule(events: Sequence[Event], sizes: Mapping[str, int]) -> Compi
     ))
     if backward:
         backward[-1] = _then_unconjugate(backward[-1], gradients)
-    return CompiledSchedule(tuple(forward), tuple(backward), output, seed)
+    return CompiledSchedule(tuple(forward), tuple(backward), output, seed,
+                            result if result != output else "")
 
 
 def _is_gradient(name: str) -> bool:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from .._types import LinearPath
 from ..equation import Equation
@@ -126,14 +127,20 @@ def score_path(
     budget: int | None = None,
     gradients: GradientPlan | None = None,
     known: StrategyResult | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> PlanScore:
-    """One strategy on one path, scored by our model (``known``: its result, built)."""
+    """One strategy on one path, scored by our model (``known``: its result, built).
+
+    ``options``: the strategy's options, besides the budget that a strategy with a
+    ``budget_bytes`` option is given.
+    """
     if known is not None:
         result = known
     else:
         spec = get_strategy(strategy)
-        options = ({"budget_bytes": budget}
-                   if budget is not None and "budget_bytes" in spec.options else None)
+        options = dict(options or {})
+        if budget is not None and "budget_bytes" in spec.options:
+            options["budget_bytes"] = budget
         result = build_strategy(strategy, plan, grad, itemsize=itemsize, gradients=gradients,
                                 options=options)
     return PlanScore(
@@ -150,8 +157,29 @@ def score_path(
 
 
 def search_strategies() -> tuple[str, ...]:
-    """The registered strategies our executor runs (the search's choices)."""
+    """The registered strategies our executor runs: the search's choices.
+
+    Those registered as a ``fallback`` are scored only when nothing else fits the budget.
+    """
     return tuple(name for name in strategy_names() if get_strategy(name).lowered)
+
+
+FALLBACK_PATHS = 2
+"""Paths on which a ``fallback`` strategy (``sliced``) is scored when no other plan fits
+the budget: the forward path and those of the least training peaks, this many in all."""
+
+
+def _fallbacks(
+    names: Sequence[str], scored: Sequence[PlanScore], plans: dict[LinearPath, Plan],
+    sources: dict[LinearPath, str], forward_path: LinearPath, grad: Sequence[int],
+    itemsize: int, budget: int, options: Mapping[str, Mapping[str, Any]],
+) -> list[PlanScore]:
+    """The fallback strategies, scored on the most promising paths (see FALLBACK_PATHS)."""
+    order = [forward_path] + [p.path for p in sorted(scored, key=lambda p: p.peak_bytes)]
+    paths = [p for p in dict.fromkeys(order) if p in plans][:FALLBACK_PATHS]
+    return [score_path(plans[path], grad, name, itemsize=itemsize, source=sources[path],
+                       budget=budget, options=options.get(name))
+            for name in names for path in paths]
 
 
 def search_plans(
@@ -168,6 +196,7 @@ def search_plans(
     strategies: Sequence[str] | None = None,
     known: Sequence[StrategyResult] = (),
     max_search_s: float | None = DEFAULT_MAX_SEARCH_S,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> SearchResult:
     """Search candidate paths and strategies for the training step (see the module).
 
@@ -187,11 +216,16 @@ def search_plans(
             strategies): reused, not built again.
         max_search_s: Seconds each candidate path's gradient cores may spend in their
             path searches together (``--max-search-time``; None: no limit).
+        options: Options of the strategies, by name (``analyze``'s ``strategy_options``);
+            the budget is given to those that take one.
     """
+    given_options = options or {}
     start = time.perf_counter()
     equation = forward.equation
     names = tuple(n for n in strategies or () if get_strategy(n).lowered) \
         or search_strategies()
+    fallback = [n for n in names if get_strategy(n).fallback]
+    names = tuple(n for n in names if n not in fallback)
     tighter: tuple[int, ...] = ()
     if objective != "flops" or budget is not None:
         largest = max(
@@ -212,7 +246,8 @@ def search_plans(
         for name in cheap:
             scored.append(score_path(plan, grad, name, itemsize=itemsize,
                                      source=sources[path], budget=budget,
-                                     known=reuse.get(name) if path == forward_path else None))
+                                     known=reuse.get(name) if path == forward_path else None,
+                                     options=given_options.get(name)))
     for name in costly:
         # The report's path is a candidate unless a pairwise version replaced it.
         if name in reuse and forward_path in plans:
@@ -235,7 +270,11 @@ def search_plans(
             for name in costly:
                 scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
                                          source=sources[path], budget=budget,
-                                         gradients=gradients))
+                                         gradients=gradients,
+                                         options=given_options.get(name)))
+    if fallback and budget is not None and grad and not any(p.fits(budget) for p in scored):
+        scored.extend(_fallbacks(fallback, scored, plans, sources, forward_path, grad,
+                                 itemsize, budget, given_options))
     if not scored:
         raise PlanningError("the search found no plan to score")
     key = objective_key(objective)

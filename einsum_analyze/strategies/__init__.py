@@ -10,6 +10,9 @@ Strategies are registered by name (:mod:`.registry`); each lives in a module of 
 - ``torch-autograd`` (:mod:`.torch_model`): a model of torch autograd on the same path.
 - ``checkpoint`` (:mod:`.checkpoint`): reverse mode keeping a chosen set of
   intermediates and recomputing the others during backward (not modelled by default).
+- ``sliced`` (:mod:`.sliced`): the step cut into slices of a few indices, each run
+  forward then backward, gathered into full-size buffers (not modelled by default;
+  :mod:`einsum_analyze.slicing`).
 
 Operands that need no gradient cost nothing: their gradients are never computed and
 nothing is retained on their account. docs/strategies.md shows how to add a strategy:
@@ -34,6 +37,7 @@ from .registry import (
     unregister_strategy,
 )
 from .reverse import SPEC as _REVERSE
+from .sliced import SPEC as _SLICED
 from .torch_model import SPEC as _TORCH_MODEL
 
 __all__ = [
@@ -59,7 +63,7 @@ __all__ = [
 
 # The built-in strategies, in the order reports list them. A new strategy is one module
 # plus one line here.
-for _spec in (_REVERSE, _INDEPENDENT, _TORCH_MODEL, _CHECKPOINT):
+for _spec in (_REVERSE, _INDEPENDENT, _TORCH_MODEL, _CHECKPOINT, _SLICED):
     register_strategy(_spec)
 
 STRATEGIES: tuple[str, ...] = default_strategy_names()

@@ -94,6 +94,8 @@ class StrategyResult:
         details: Sections of the strategy's own, by JSON key, added to its JSON entry
             as they are (plain JSON values; e.g. ``checkpoint``: what the checkpoint
             strategy keeps and recomputes).
+        labels: Sizes of the labels its events use beyond the equation's (a sliced
+            schedule's chunk labels; :meth:`sizes` merges them).
     """
 
     name: str
@@ -107,6 +109,11 @@ class StrategyResult:
     optimizer: str
     warnings: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+    labels: Mapping[str, int] = field(default_factory=dict)
+
+    def sizes(self, size_dict: Mapping[str, int]) -> Mapping[str, int]:
+        """The size of every label its events use: the equation's ``size_dict`` and its own."""
+        return {**size_dict, **self.labels} if self.labels else size_dict
 
     def __repr__(self) -> str:
         return (
@@ -176,6 +183,11 @@ class ScheduleBuilder:
         details: The strategy's own sections for :attr:`StrategyResult.details`.
         output_elements: Elements of the forward output's own storage; None: the forward
             plan's output (0 where the executor returns a view of an operand).
+        labels: Sizes of labels the schedule's events use beyond the equation's (a
+            sliced schedule's chunk labels); the lowering and the executors read them.
+        forward_flops: FLOPs of the forward work where the events' phases do not say it
+            (a fused step runs each slice's forward in the backward call); None: the
+            FLOPs of the forward events.
     """
 
     def __init__(self, size_dict: Mapping[str, int]) -> None:
@@ -187,6 +199,8 @@ class ScheduleBuilder:
         self.warnings: list[str] = []
         self.details: dict[str, Any] = {}
         self.output_elements: int | None = None
+        self.labels: dict[str, int] = {}
+        self.forward_flops: int | None = None
 
     def alloc(self, tensor: str, term: Term, **fields: Any) -> None:
         """Allocate a backward tensor with labels ``term``."""

@@ -62,8 +62,14 @@ class StrategySpec:
             kernels (:mod:`einsum_analyze.lowering`), whose copies count in its memory.
             False for a model of someone else's executor (``torch-autograd``).
         default: Modelled when the caller names no strategies.
+        fallback: The search (:mod:`einsum_analyze.search`) scores it only when a budget
+            is given and no other plan fits it (``sliced``: it trades FLOPs for memory
+            beyond what the others reach).
         options: The strategy's options and their default values; callers may override
             them by name (``analyze(..., strategy_options={NAME: {...}})``).
+        dropin_options: Options the drop-in einsum (:mod:`einsum_analyze.torch`) gives
+            it: autograd hands the upstream gradient over only after forward has
+            returned the output (``sliced``: ``{"fused": False}``).
     """
 
     name: str
@@ -72,7 +78,9 @@ class StrategySpec:
     needs_gradient_plans: bool = False
     lowered: bool = True
     default: bool = True
+    fallback: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    dropin_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return f"StrategySpec({self.name!r})"
@@ -205,8 +213,10 @@ def build_strategy(
     )
     equation = plan.equation
     events = tuple(builder.events)
+    sizes = ({**equation.size_dict, **builder.labels} if builder.labels
+             else equation.size_dict)
     if spec.lowered:
-        events = lower_events(events, equation.terms, equation.size_dict)
+        events = lower_events(events, equation.terms, sizes)
     memory = simulate_memory(
         events,
         input_elements=sum(size_of(t, equation.size_dict) for t in equation.terms),
@@ -217,11 +227,14 @@ def build_strategy(
     elapsed = time.perf_counter() - start
     if spec.needs_gradient_plans and gradients is not None:
         elapsed += gradients.planning_s
+    all_flops = sum(e.flops for e in events)
+    forward_flops = (sum(e.flops for e in events if e.phase == "forward")
+                     if builder.forward_flops is None else builder.forward_flops)
     return StrategyResult(
         name=spec.name,
         events=events,
-        forward_flops=sum(e.flops for e in events if e.phase == "forward"),
-        backward_flops=sum(e.flops for e in events if e.phase == "backward"),
+        forward_flops=forward_flops,
+        backward_flops=all_flops - forward_flops,
         memory=memory,
         operand_flops={k: builder.operand_flops.get(k, 0) for k in sorted(wanted)},
         shared_flops=builder.shared_flops,
@@ -229,4 +242,5 @@ def build_strategy(
         optimizer=builder.optimizer or plan.optimizer,
         warnings=tuple(builder.warnings),
         details=dict(builder.details),
+        labels=dict(builder.labels),
     )
