@@ -389,10 +389,10 @@ def cli(
                 raise click.UsageError("give either --cases or EQUATION with --shapes/--sizes")
             if devices_list is not None:
                 raise click.UsageError("--devices runs one equation; it cannot go with --cases")
+            return _analyze_cases(cases_path, settings, run, json_path, budgets, plot_path)
         if devices_list is not None and "sliced" not in settings.strategies:
             raise click.UsageError("--devices runs the sliced strategy: add sliced to "
                                    "--strategy (with --budget to choose the slices)")
-            return _analyze_cases(cases_path, settings, run, json_path, budgets, plot_path)
         if equation is None:
             raise click.UsageError("Missing argument 'EQUATION' (or give --cases FILE)")
         return _analyze(equation, shapes, sizes, settings, run, json_path, budgets, plot_path)
