@@ -58,7 +58,7 @@ from einsum_analyze.strategies import strategy_names  # noqa: E402
 
 STRATEGIES: list[str] = []
 """Strategies modelled and searched (``--strategies``; default: reverse, and checkpoint
-where it is registered)."""
+and sliced where they are registered; sliced is searched only when nothing else fits)."""
 
 
 def environment(device: str) -> dict[str, Any]:
@@ -210,14 +210,14 @@ def main() -> int:
     parser.add_argument("--objective", default="flops", choices=["flops", "memory", "balanced"])
     parser.add_argument("--cases", default=None, help="comma list of case names")
     parser.add_argument("--strategies", default=None,
-                        help="strategies to model and search (default: reverse, checkpoint)")
+                        help="strategies to model and search (default: reverse, checkpoint, sliced)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
     args = parser.parse_args()
 
     import torch
 
     STRATEGIES[:] = (args.strategies.split(",") if args.strategies else
-                     [n for n in ("reverse", "checkpoint") if n in strategy_names()])
+                     [n for n in ("reverse", "checkpoint", "sliced") if n in strategy_names()])
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     scale = args.scale or (1 if device.startswith("cuda") else 8)
     cases = json.loads((HERE / "cases.json").read_text())["cases"]

@@ -6,7 +6,8 @@ API (stable; docs/slicing.md has the details and examples):
   length per index; the last chunk of an index may be shorter), ``count`` (number of
   slices), ``ranges(k)`` (slice ``k``'s ``(label, start, stop)`` per index; slices are
   numbered row-major, the last index fastest), ``lengths(k)``, ``shapes()`` (slices
-  grouped by lengths), ``SlicePlan.of({"n": 2}, size_dict)``, ``SlicePlan.none()``.
+  grouped by lengths), ``SlicePlan.of({"n": 2}, size_dict)``, ``SlicePlan.none()``,
+  ``SlicePlan.from_dict(result.details["slicing"])`` (a sliced strategy's choice).
 - :func:`find_slices` (plan, grad, itemsize=, budget_bytes=, strategy="reverse",
   finder="greedy"|"cotengra"|"auto") -> :class:`SliceChoice`: ``best`` (a
   :class:`SliceScore`: ``slices``, ``peak_bytes`` of the whole step with its full-size

@@ -38,8 +38,8 @@ from ..planning import Plan, size_of
 from .plan import SlicePlan
 from .schedule import sliced_schedule
 
-__all__ = ["BEAM", "FINDERS", "MAX_SLICES", "MIN_SAVING", "SliceChoice", "SliceScore", "find_slices",
-           "score_slices"]
+__all__ = ["BEAM", "FINDERS", "MAX_SLICES", "MIN_SAVING", "SliceChoice", "SliceScore",
+           "find_slices", "score_slices"]
 
 FinderName = Literal["auto", "greedy", "cotengra"]
 FINDERS: tuple[str, ...] = ("auto", "greedy", "cotengra")
@@ -223,7 +223,7 @@ def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
         # A halving must save a thousandth of the peak: past that, more slices only
         # shave the slices' own small tensors off a peak the full-size buffers hold.
         better = [c for c in children.values()
-                  if c[3].peak_bytes - c[0].peak_bytes >= c[3].peak_bytes // MIN_SAVING]
+                  if c[3].peak_bytes - c[0].peak_bytes >= max(1, c[3].peak_bytes // MIN_SAVING)]
         if not better:
             return min(frontier, key=lambda s: (s.peak_bytes, s.flops))
         ranked = sorted(better, key=lambda c: (

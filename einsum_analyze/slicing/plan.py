@@ -16,6 +16,7 @@ import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..equation import Equation
 from ..errors import PlanningError
@@ -109,6 +110,17 @@ class SlicePlan:
         for k in range(self.count):
             groups.setdefault(self.lengths(k), []).append(k)
         return groups
+
+    @classmethod
+    def from_dict(cls, section: Mapping[str, Any]) -> SlicePlan:
+        """The plan of a report's ``slicing`` section (``indices``, ``sizes``, ``chunks``).
+
+        Example:
+            >>> SlicePlan.from_dict(SlicePlan(("n",), (7,), (3,)).to_dict()).count
+            3
+        """
+        return cls(tuple(section["indices"]), tuple(section["sizes"]),
+                   tuple(section["chunks"]))
 
     def to_dict(self) -> dict[str, object]:
         """The plan's part of the JSON ``slicing`` section."""

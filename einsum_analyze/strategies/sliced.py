@@ -12,14 +12,17 @@ and no other plan fits (``fallback``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import PlanningError
+from ..lowering import lower_events
+from ..memory import simulate_memory
 from ..parsing import parse_bytes
+from ..planning import size_of
 from ..slicing.finder import SliceChoice, find_slices, score_slices
 from ..slicing.plan import SlicePlan
-from ..slicing.schedule import PER_SLICE_STRATEGIES, sliced_schedule
+from ..slicing.schedule import PER_SLICE_STRATEGIES, SliceShape, sliced_schedule
 from .common import ScheduleBuilder, StrategyInput
 from .registry import StrategySpec, get_strategy
 
@@ -107,7 +110,7 @@ def build_sliced(given: StrategyInput) -> ScheduleBuilder:
     return builder
 
 
-def _section(given: StrategyInput, choice: SliceChoice, shapes: Any,
+def _section(given: StrategyInput, choice: SliceChoice, shapes: Sequence[SliceShape],
              per_slice: str) -> dict[str, Any]:
     """The JSON ``slicing`` section."""
     plan = given.plan
@@ -116,10 +119,6 @@ def _section(given: StrategyInput, choice: SliceChoice, shapes: Any,
         plan=plan, grad=given.grad, itemsize=given.itemsize,
         options=dict(get_strategy("reverse").options)))
     unsliced_flops = sum(e.flops for e in unsliced.events)
-    from ..lowering import lower_events
-    from ..memory import simulate_memory
-    from ..planning import size_of
-
     per_slice_peak = 0
     for shape in shapes:
         eq = shape.plan.equation

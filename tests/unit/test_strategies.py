@@ -493,8 +493,9 @@ def restore_registry():
 
 
 def test_registry_lists_the_builtin_strategies_in_order():
-    assert strategy_names() == ("reverse", "independent", "torch-autograd", "checkpoint")
-    # checkpoint is modelled when asked for (it searches): not by default.
+    assert strategy_names() == ("reverse", "independent", "torch-autograd", "checkpoint",
+                                "sliced")
+    # checkpoint and sliced are modelled when asked for (they search): not by default.
     assert STRATEGIES == default_strategy_names() == strategy_names()[:3]
     assert get_strategy("independent").needs_gradient_plans
     assert not get_strategy("reverse").needs_gradient_plans
@@ -503,14 +504,14 @@ def test_registry_lists_the_builtin_strategies_in_order():
 
 
 def test_unknown_strategy_lists_the_valid_names():
-    message = (r"unknown strategy 'sliced'; choose from: reverse, independent, torch-autograd, "
-               r"checkpoint")
+    message = (r"unknown strategy 'tiled'; choose from: reverse, independent, torch-autograd, "
+               r"checkpoint, sliced")
     with pytest.raises(PlanningError, match=message):
-        get_strategy("sliced")
+        get_strategy("tiled")
     with pytest.raises(PlanningError, match=message):
-        analyze(*CHAIN, strategies=["reverse", "sliced"])
+        analyze(*CHAIN, strategies=["reverse", "tiled"])
     with pytest.raises(PlanningError, match=message):
-        build_strategy("sliced", chain_plan(), [0], itemsize=F64)
+        build_strategy("tiled", chain_plan(), [0], itemsize=F64)
 
 
 @pytest.mark.parametrize(
@@ -528,7 +529,8 @@ def test_register_replace_keeps_the_place(restore_registry):
     spec = StrategySpec(name="independent", build=reverse_module.build_reverse,
                         description="reverse in disguise")
     register_strategy(spec, replace=True)
-    assert strategy_names() == ("reverse", "independent", "torch-autograd", "checkpoint")
+    assert strategy_names() == ("reverse", "independent", "torch-autograd", "checkpoint",
+                                "sliced")
     assert get_strategy("independent") is spec
 
 
