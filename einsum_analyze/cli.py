@@ -25,6 +25,7 @@ from .backends import backend_help, backend_names
 from .cli_base import InputError, OneLineErrors
 from .cli_roofline import add_roofline, read_profile, roofline_options
 from .cli_verbs import compare_cli, plot_cli, write_plot
+from .devices_cli import DEVICES_HELP, check_devices, render_distributed, run_devices
 from .errors import EinsumAnalyzeError
 from .parsing import parse_seconds, parse_shapes, parse_sizes, parse_strategy_names
 from .planning import OPTIMIZERS
@@ -40,6 +41,7 @@ from .terminal import (
 
 if TYPE_CHECKING:
     from .budgets import Budgets
+    from .distributed import DeviceList
     from .report import Report
     from .roofline import DeviceProfile
 
@@ -232,6 +234,7 @@ class _AnalyzeCommand(OneLineErrors):
     "only, no torch import). Repeatable. Default: auto, CUDA where it is available and "
     "the cpu otherwise.",
 )
+@click.option("--devices", "devices_list", metavar="LIST", help=DEVICES_HELP)
 @click.option(
     "--backend",
     type=click.Choice(backend_names()),
@@ -308,6 +311,7 @@ def cli(
     grad: str,
     strategies: str,
     devices: tuple[str, ...],
+    devices_list: str | None,
     backend: str,
     repeats: int,
     warmup: int,
@@ -343,14 +347,19 @@ def cli(
                               parse_seconds(max_search_time, "--max-search-time"),
                               read_profile(roofline))
         run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force,
-                          profile_steps, precision)
+                          profile_steps, precision, check_devices(devices_list))
         run.check(dtype)
         check_json_path(json_path)
         _check_plot_path(plot_path)
         if cases_path is not None:
             if equation is not None or shapes is not None or sizes is not None:
                 raise click.UsageError("give either --cases or EQUATION with --shapes/--sizes")
+            if devices_list is not None:
+                raise click.UsageError("--devices runs one equation; it cannot go with --cases")
             return _analyze_cases(cases_path, settings, run, json_path, budgets, plot_path)
+        if devices_list is not None and "sliced" not in settings.strategies:
+            raise click.UsageError("--devices runs the sliced strategy: add sliced to "
+                                   "--strategy (with --budget to choose the slices)")
         if equation is None:
             raise click.UsageError("Missing argument 'EQUATION' (or give --cases FILE)")
         return _analyze(equation, shapes, sizes, settings, run, json_path, budgets, plot_path)
@@ -410,8 +419,14 @@ def _analyze(
     if devices != () and (report.strategies or devices is not None):
         with progress(show=out is not None) as shown:
             report = _execute(report, run, devices, shown)
+    spread = None
+    if run.spread is not None:
+        spread = run_devices(report, run.spread, repeats=run.repeats, warmup=run.warmup,
+                             seed=run.seed)
     report = apply_budgets(report, budgets)  # last: budgets read the strategies and runs
     document = report.to_dict()
+    if spread is not None:
+        document["distributed"] = spread.to_dict()
     if plot_path is not None:
         document.update(_measured_timelines(report))
     if json_path is not None:
@@ -426,6 +441,13 @@ def _analyze(
             from .render_roofline import render_step_times
 
             render_step_times(report, out)
+        if spread is not None:
+            render_distributed(spread, out, console(stderr=True))
+    elif spread is not None:
+        for line in spread.errors:
+            click.echo(f"error: distributed run failed: {line}", err=True)
+    if spread is not None and spread.failed:
+        return 2
     return _echo_budget_failures(report)
 
 
@@ -552,6 +574,7 @@ class _RunOptions:
     force: bool
     profile_steps: bool = False
     precision: str = "highest"
+    spread: DeviceList | None = None
 
     def check(self, dtype: str) -> None:
         """Refuse what can never run at once, before any analysis, even with --device none."""
@@ -572,6 +595,8 @@ class _RunOptions:
         names = tuple(
             name.strip() for text in self.devices for name in text.split(",") if name.strip()
         )
+        if not names and self.spread is not None:
+            return ()  # --devices alone: only the distributed run
         if not names or names == ("auto",):
             return None
         if any(name.lower() == "none" for name in names):

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""A sliced training step on N devices against one device running the same slices.
+
+The case (default ``tn18-b65536-bond64`` of ``benchmarks/cases.json``, float32, every
+operand differentiated) is analysed with the ``sliced`` strategy under a budget: a
+fraction of the unsliced (``reverse``) training peak, halved until the plan has at least
+``--min-slices`` slices (or ``--budget`` as given). Its slices then run in one process
+per device (:func:`einsum_analyze.distributed.run_distributed`: NCCL on GPUs, gloo on
+cpu), assigned by cost; in the same run the first device also runs every slice alone,
+the baseline of the speedup. Printed: each device's compute, wait and all-reduce
+medians, its measured peak (CUDA ``max_memory_allocated``, cpu torch.profiler) against
+the predicted one, the one-device figures, the speedup and efficiency, the gradient
+error against the float64 oracle, the environment, and the efficiency projected for 4
+and 8 devices from the measured compute and communication
+(``benchmarks/project_distributed.py``, docs/distributed.md).
+
+Usage::
+
+    python benchmarks/bench_distributed.py --devices cuda:0,cuda:1 --json dist.json
+    python benchmarks/bench_distributed.py --devices cpu*2 --scale 64 --repeats 3
+"""
+
+# ruff: noqa: T201
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from _common import environment, scaled  # noqa: E402
+from project_distributed import projections as project  # noqa: E402
+
+from einsum_analyze import analyze  # noqa: E402
+from einsum_analyze.distributed import (  # noqa: E402
+    DistributedJob,
+    parse_devices,
+    run_distributed,
+)
+from einsum_analyze.distributed.from_report import runner_for  # noqa: E402
+from einsum_analyze.formatting import format_bytes, format_seconds  # noqa: E402
+
+
+def _case(name: str) -> tuple[str, list[list[int]]]:
+    cases = json.loads((HERE / "cases.json").read_text(encoding="utf-8"))["cases"]
+    for case in cases:
+        if case["name"] == name:
+            return case["equation"], case["shapes"]
+    raise SystemExit(f"no case {name!r} in benchmarks/cases.json")
+
+
+def sliced_report(equation: str, shapes: list[list[int]], *, budget: int | None,
+                  fraction: float, min_slices: int, dtype: str,
+                  indices: str | None) -> tuple[Any, int, int]:
+    """The analysis whose sliced plan has at least ``min_slices`` slices.
+
+    The sliced strategy alone, with its own ``budget_bytes`` (no training-aware search):
+    ``budget``, else ``fraction`` of the unsliced peak halved until the plan has
+    ``min_slices`` slices; or the slices given by ``indices`` (``b:8192``).
+
+    Returns:
+        The report, its budget, and the unsliced (reverse) training peak.
+    """
+    unsliced = analyze(equation, shapes, dtype=dtype, strategies=("reverse",))
+    peak = unsliced.strategies[0].memory.peak_bytes
+    chosen = budget if budget is not None else int(peak * fraction)
+    while True:
+        options: dict[str, Any] = {"budget_bytes": chosen}
+        if indices:
+            options["indices"] = indices
+        report = analyze(equation, shapes, dtype=dtype, strategies=("sliced",),
+                         strategy_options={"sliced": options})
+        count = runner_for(report).slice_count
+        if count >= min_slices or budget is not None or indices or chosen < 1024:
+            return report, chosen, peak
+        chosen //= 2
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", default=None,
+                        help="cuda:0,cuda:1, all, cpu*2 (default: all GPUs, else cpu*2)")
+    parser.add_argument("--case", default="tn18-b65536-bond64")
+    parser.add_argument("--equation", help="instead of --case, with --shapes (JSON)")
+    parser.add_argument("--shapes", help="JSON list of shapes, with --equation")
+    parser.add_argument("--budget", type=int, help="bytes; default: a fraction of the peak")
+    parser.add_argument("--fraction", type=float, default=0.5,
+                        help="first budget as a fraction of the unsliced training peak")
+    parser.add_argument("--min-slices", type=int, default=8)
+    parser.add_argument("--indices", help="the slices instead of a budget: b:8192, ...")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--scale", type=int, default=1,
+                        help="divide dimensions of 64 or more by this (cpu runs)")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=540.0)
+    parser.add_argument("--json", dest="json_path")
+    args = parser.parse_args()
+
+    import torch
+
+    text = args.devices or ("all" if torch.cuda.is_available() else "cpu*2")
+    devices = parse_devices(text)
+    if args.equation:
+        equation, shapes = args.equation, json.loads(args.shapes)
+    else:
+        equation, shapes = _case(args.case)
+    shapes = scaled(shapes, args.scale) if args.scale > 1 else shapes
+    report, budget, unsliced_peak = sliced_report(
+        equation, shapes, budget=args.budget, fraction=args.fraction,
+        min_slices=args.min_slices, dtype=args.dtype, indices=args.indices)
+    runner = runner_for(report)
+    eq = report.equation
+    job = DistributedJob(
+        runner=runner, text=eq.text, explicit=eq.explicit,
+        shapes=tuple(tuple(s) for s in eq.shapes),
+        output_shape=tuple(eq.size_dict[c] for c in eq.output), dtype=args.dtype,
+        grad=tuple(report.grad_operands), repeats=args.repeats, warmup=args.warmup,
+        timeout_s=args.timeout)
+    result = run_distributed(job, devices)
+    env = environment(devices.devices[0])
+    env["devices"] = list(devices.devices)
+    if devices.is_cuda:
+        env["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        env["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
+
+    print(f"case: {args.equation or args.case}  shapes scaled 1/{args.scale}  {args.dtype}")
+    slicing = next(s for s in report.strategies if s.name == "sliced").details["slicing"]
+    print(f"budget {format_bytes(budget)} ({budget / unsliced_peak:.3f} of the unsliced "
+          f"training peak {format_bytes(unsliced_peak)}): {runner.slice_count} slices of "
+          f"{dict(zip(slicing['indices'], slicing['chunks'], strict=True))}, fits "
+          f"{slicing['fits_budget']}, FLOPs {slicing['overhead_ratio']:.3f}x unsliced, "
+          f"modelled peak {format_bytes(slicing['peak_bytes_with_accumulators'])}")
+    if result.failed:
+        for line in result.errors:
+            print(f"FAILED {line}")
+        return 2
+    print(f"{'device':<12}{'slices':>7}{'compute':>11}{'wait':>10}{'comm':>10}"
+          f"{'peak meas':>12}{'peak pred':>12}  equal")
+    for d in result.per_device:
+        equal = d.peak_bytes_measured == d.peak_bytes_predicted
+        print(f"{d.device:<12}{len(d.slices):>7}{format_seconds(d.compute_s or 0):>11}"
+              f"{format_seconds(d.wait_s or 0):>10}{format_seconds(d.communication_s or 0):>10}"
+              f"{d.peak_bytes_measured or 0:>12}{d.peak_bytes_predicted or 0:>12}  {equal}")
+    single = result.single_device or {}
+    print(f"{single['device'] + ' alone':<12}{single['slices']:>7}"
+          f"{format_seconds(single['seconds']):>11}{'-':>10}{'-':>10}"
+          f"{single['peak_bytes_measured']:>12}{single['peak_bytes_predicted']:>12}  "
+          f"{single['peak_bytes_measured'] == single['peak_bytes_predicted']}")
+    n = len(devices.devices)
+    speedup, efficiency = result.speedup or 0.0, result.efficiency or 0.0
+    print(f"step {format_seconds(result.step_s or 0)} on {n} devices vs "
+          f"{format_seconds(single['seconds'])} on one: speedup {speedup:.3f}x, "
+          f"efficiency {efficiency:.3f}; max grad error {result.max_grad_error:.2e}, "
+          f"output error {result.output_error:.2e}")
+    costs = list(runner.slice_costs())
+    projections = project(result.to_dict(), costs)
+    for p in projections:
+        print(f"projected on {p['devices']} devices: step {format_seconds(p['step_s'])}, "
+              f"speedup {p['speedup']:.2f}x, efficiency {p['efficiency']:.3f}")
+    print("environment:", json.dumps(env))
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps({
+            "case": args.equation or args.case, "scale": args.scale, "dtype": args.dtype,
+            "budget_bytes": budget, "unsliced_peak_bytes": unsliced_peak,
+            "slicing": slicing,
+            "distributed": result.to_dict(), "slice_costs": costs, "timings": result.timings,
+            "projections": projections, "environment": env}, indent=1) + "\n",
+            encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,35 @@
+"""A sliced plan's slices spread over devices with torch.distributed (docs/distributed.md).
+
+- :mod:`.assign`: which device runs which slices, and the efficiency model (pure, no torch);
+- :mod:`.devices`: ``--devices`` lists (``cuda:0,cuda:1``, ``all``, ``cpu*2``);
+- :mod:`.contract`: what the ``sliced`` strategy provides (:class:`.SliceRunner`) and
+  what a run is given (:class:`.DistributedJob`);
+- :mod:`.launch`: one spawned process per device, failures reported, none left behind;
+- :mod:`.worker`: one rank's slices, all-reduce, timing and allocator peaks;
+- :mod:`.run`: :func:`.run_distributed`, the whole run as one :class:`.DistributedResult`;
+- :mod:`.training`: :func:`.training.sliced_einsum` for a loop that already runs
+  torch.distributed (``torchrun``).
+
+Importing this package imports no torch; :mod:`.worker` and :mod:`.training` do when
+they run.
+"""
+
+from __future__ import annotations
+
+from .assign import Projection, assign_slices, project_efficiency
+from .contract import DistributedJob, SliceRunner
+from .devices import DeviceList, parse_devices
+from .run import DeviceFigures, DistributedResult, run_distributed
+
+__all__ = [
+    "DeviceFigures",
+    "DeviceList",
+    "DistributedJob",
+    "DistributedResult",
+    "Projection",
+    "SliceRunner",
+    "assign_slices",
+    "parse_devices",
+    "project_efficiency",
+    "run_distributed",
+]

@@ -1,0 +1,167 @@
+"""A sliced plan on N devices: assign, launch, gather the figures into one record."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .assign import assign_slices
+from .contract import DistributedJob
+from .devices import DeviceList
+from .launch import error_rank, free_port, launch
+from .worker import rank_main
+
+__all__ = ["DeviceFigures", "DistributedResult", "run_distributed"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceFigures:
+    """One device's share of the step (medians over the timed steps).
+
+    Attributes:
+        rank: Its process's rank.
+        device: ``cuda:1``, ``cpu:0``, ...
+        slices: The slice numbers it ran.
+        compute_s: Its slices, forward and backward.
+        wait_s: Waiting for the slowest device before the reduction.
+        communication_s: The all-reduce of the output and gradients.
+        peak_bytes_measured: The allocator's peak of its slices and the reduction,
+            inputs included.
+        peak_bytes_predicted: The model's peak of its slices, inputs included.
+        error: Why the rank failed; None when it ran.
+    """
+
+    rank: int
+    device: str
+    slices: tuple[int, ...]
+    compute_s: float | None = None
+    wait_s: float | None = None
+    communication_s: float | None = None
+    peak_bytes_measured: int | None = None
+    peak_bytes_predicted: int | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """One entry of ``distributed.per_device`` in the JSON report."""
+        return {"rank": self.rank, "device": self.device, "slices": list(self.slices),
+                "compute_s": self.compute_s, "wait_s": self.wait_s,
+                "communication_s": self.communication_s,
+                "peak_bytes_measured": self.peak_bytes_measured,
+                "peak_bytes_predicted": self.peak_bytes_predicted, "error": self.error}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DistributedResult:
+    """A sliced training step spread over devices, against one device running it all.
+
+    Attributes:
+        devices: The devices, rank order.
+        backend: ``nccl`` or ``gloo``.
+        slice_count: Slices in the plan.
+        per_device: Each device's figures.
+        step_s: Median seconds of one distributed step (rank 0: compute, wait, reduce).
+        single_device: Rank 0's device running every slice alone: ``device``,
+            ``seconds``, ``peak_bytes_measured``, ``peak_bytes_predicted``.
+        reduce_bytes: Bytes all-reduced per step (output and gradients).
+        max_grad_error: Largest relative error of the reduced gradients against the
+            float64 oracle.
+        output_error: Relative error of the reduced output.
+        failed: Whether a rank failed (its error is in ``per_device``).
+    """
+
+    devices: tuple[str, ...]
+    backend: str
+    slice_count: int
+    per_device: tuple[DeviceFigures, ...]
+    step_s: float | None = None
+    single_device: dict[str, Any] | None = None
+    reduce_bytes: int | None = None
+    max_grad_error: float | None = None
+    output_error: float | None = None
+    failed: bool = False
+    timings: dict[int, Any] = field(default_factory=dict)
+
+    @property
+    def speedup(self) -> float | None:
+        """One device's seconds for every slice over the distributed step's."""
+        if self.single_device is None or not self.step_s:
+            return None
+        return float(self.single_device["seconds"]) / self.step_s
+
+    @property
+    def efficiency(self) -> float | None:
+        """Speedup per device: 1.0 is perfect scaling."""
+        speedup = self.speedup
+        return None if speedup is None else speedup / len(self.devices)
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """``rank 1 (cpu:1): ValueError: ...`` for every failed rank, first cause first."""
+        failed = sorted((d for d in self.per_device if d.error is not None),
+                        key=lambda d: (error_rank(d.error), d.rank))
+        return tuple(f"rank {d.rank} ({d.device}): {d.error}" for d in failed)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``distributed`` section of the JSON report (docs/schema.md)."""
+        return {
+            "devices": list(self.devices),
+            "backend": self.backend,
+            "slices": self.slice_count,
+            "failed": self.failed,
+            "errors": list(self.errors),
+            "step_s": self.step_s,
+            "single_device": self.single_device,
+            "speedup": self.speedup,
+            "efficiency": self.efficiency,
+            "reduce_bytes": self.reduce_bytes,
+            "max_grad_error": self.max_grad_error,
+            "output_error": self.output_error,
+            "per_device": [d.to_dict() for d in self.per_device],
+        }
+
+
+def run_distributed(job: DistributedJob, devices: DeviceList, *,
+                    assignment: Sequence[Sequence[int]] | None = None) -> DistributedResult:
+    """Run the job's slices over ``devices``, one process each; never raises for a rank.
+
+    Args:
+        job: The plan's runner, operands' description, timing and checking options.
+        devices: From :func:`.devices.parse_devices`.
+        assignment: Slices per rank; default :func:`.assign.assign_slices` by the
+            runner's slice costs.
+
+    Returns:
+        The figures; ``failed`` with each rank's error when a rank raised, exited or
+        was killed (every process is gone by then).
+    """
+    names = devices.devices
+    if assignment is None:
+        assignment = assign_slices(job.runner.slice_costs(), len(names))
+    parts = tuple(tuple(part) for part in assignment)
+    init = f"tcp://127.0.0.1:{free_port()}"
+    outcomes = launch(rank_main, [(job, names, devices.backend, init, parts)] * len(names),
+                      timeout_s=job.timeout_s)
+    per_device: list[DeviceFigures] = []
+    for outcome, device, part in zip(outcomes, names, parts, strict=True):
+        got = outcome.result or {}
+        per_device.append(DeviceFigures(
+            rank=outcome.rank, device=device, slices=part,
+            compute_s=got.get("compute_s"), wait_s=got.get("wait_s"),
+            communication_s=got.get("communication_s"),
+            peak_bytes_measured=got.get("peak_bytes_measured"),
+            peak_bytes_predicted=got.get("peak_bytes_predicted"), error=outcome.error))
+    failed = any(o.error is not None for o in outcomes)
+    first = outcomes[0].result or {}
+    single = first.get("single")
+    if single is not None:
+        single = {k: v for k, v in single.items() if not k.endswith("_all")}
+    return DistributedResult(
+        devices=names, backend=devices.backend, slice_count=job.runner.slice_count,
+        per_device=tuple(per_device), step_s=None if failed else first.get("step_s"),
+        single_device=None if failed else single,
+        reduce_bytes=first.get("reduce_bytes"), max_grad_error=first.get("max_grad_error"),
+        output_error=first.get("output_error"), failed=failed,
+        timings={o.rank: {k: v for k, v in (o.result or {}).items() if k.endswith("_all")}
+                 for o in outcomes},
+    )
