@@ -181,6 +181,7 @@ def choose_keep(
     *,
     search: SearchChoice = "auto",
     exact_evaluations: int | None = None,
+    upstream_copy: bool = False,
 ) -> KeepChoice:
     """Choose the intermediates to keep after forward.
 
@@ -204,11 +205,12 @@ def choose_keep(
         search: ``auto``, or the search to run whatever the number of candidates.
         exact_evaluations: Most replays for the exact search (None:
             :data:`EXACT_EVALUATIONS`).
+        upstream_copy: The seed copies the upstream gradient (complex dtypes).
 
     Returns:
         The :class:`KeepChoice`.
     """
-    template = KeepSchedules(plan, frozenset(grad))
+    template = KeepSchedules(plan, frozenset(grad), upstream_copy)
     candidates = checkpoint_candidates(plan, template.grad)
     searching = _Search(template, itemsize, budget_bytes)
     searching.replay(template.read)  # reverse mode
@@ -421,14 +423,15 @@ def build_checkpoint(given: StrategyInput) -> ScheduleBuilder:
         keep = _keep(plan, keep_option)
         if not grad:
             keep = frozenset()  # nothing is kept for a backward that does not run
-        peak, flops = evaluate_keep(plan, grad, keep, itemsize)
+        peak, flops = evaluate_keep(plan, grad, keep, itemsize, given.upstream_copy)
         choice = KeepChoice(
             keep=keep, peak_bytes=peak, recompute_flops=flops,
             fits=None if budget is None else peak <= budget, method="given",
             candidates=checkpoint_candidates(plan, grad), evaluated=1,
         )
     else:
-        choice = choose_keep(plan, grad, itemsize, budget, search=search)
+        choice = choose_keep(plan, grad, itemsize, budget, search=search,
+                             upstream_copy=given.upstream_copy)
     builder = checkpoint_events(plan, grad, choice.keep)
     builder.details["checkpoint"] = _details(plan, grad, choice, budget, itemsize)
     builder.warnings.extend(_warnings(choice, budget))

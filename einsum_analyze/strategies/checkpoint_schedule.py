@@ -129,11 +129,12 @@ class KeepSchedules:
     reverse mode) and each intermediate's recomputation.
     """
 
-    def __init__(self, plan: Plan, grad: frozenset[int]) -> None:
+    def __init__(self, plan: Plan, grad: frozenset[int], upstream_copy: bool = False) -> None:
         equation = plan.equation
         num_ops = equation.num_operands
         self.plan = plan
         self.grad = grad
+        self.upstream_copy = upstream_copy  # the seed copies the upstream (complex)
         self.num_ops = num_ops
         self.producer = {step.output: step for step in plan.steps}
         self.needs = needs_grad(plan, grad)
@@ -262,6 +263,7 @@ class KeepSchedules:
             input_elements=input_elements(plan),
             output_elements=plan.steps[-1].output_elements,
             itemsize=itemsize,
+            upstream_copy=self.upstream_copy,
         ).peak_bytes
 
 
@@ -292,13 +294,15 @@ def checkpoint_events(
 
 
 def evaluate_keep(
-    plan: Plan, grad: Collection[int], keep: Iterable[int], itemsize: int
+    plan: Plan, grad: Collection[int], keep: Iterable[int], itemsize: int,
+    upstream_copy: bool = False,
 ) -> tuple[int, int]:
     """Training peak (bytes, inputs included) and recompute FLOPs of one keep-set.
 
     The peak is the replay of the lowered schedule, as :func:`build_strategy
-    <einsum_analyze.strategies.build_strategy>` reports it.
+    <einsum_analyze.strategies.build_strategy>` reports it (``upstream_copy``: the
+    seed copies the upstream gradient, as for complex dtypes).
     """
     kept = frozenset(keep)
-    template = KeepSchedules(plan, frozenset(grad))
+    template = KeepSchedules(plan, frozenset(grad), upstream_copy)
     return template.peak(kept, itemsize), count_recompute_flops(plan, grad, kept)
