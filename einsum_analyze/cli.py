@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, get_args
 
 import click
@@ -23,6 +22,8 @@ from . import __version__
 from ._types import DType
 from .backends import backend_help, backend_names
 from .cli_base import InputError, OneLineErrors
+from .cli_cases import analyze_cases
+from .cli_options import RunOptions, Settings, echo_budget_failures, execute_runs
 from .cli_roofline import add_roofline, read_profile, roofline_options
 from .cli_verbs import compare_cli, plot_cli, write_plot
 from .devices_cli import DEVICES_HELP, check_devices, render_distributed, run_devices
@@ -32,7 +33,6 @@ from .planning import OPTIMIZERS
 from .precision import PRECISIONS, precision_dtype
 from .strategies import STRATEGIES, get_strategy, strategy_names
 from .terminal import (
-    RunProgress,
     check_json_path,
     console,
     progress,
@@ -41,9 +41,7 @@ from .terminal import (
 
 if TYPE_CHECKING:
     from .budgets import Budgets
-    from .distributed import DeviceList
     from .report import Report
-    from .roofline import DeviceProfile
 
 __all__ = ["cli", "compare_cli", "main", "plot_cli"]
 
@@ -342,11 +340,11 @@ def cli(
             max_flops, max_backward_flops, max_peak, max_retained, max_time, budget_strategy
         )
         dtype = precision_dtype(precision, dtype)
-        settings = _Settings(optimize, memory_limit, dtype, grad,
+        settings = Settings(optimize, memory_limit, dtype, grad,
                              parse_strategy_names(strategies), budget, objective, cotengra,
                               parse_seconds(max_search_time, "--max-search-time"),
                               read_profile(roofline))
-        run = _RunOptions(devices, backend, repeats, warmup, seed, max_memory, force,
+        run = RunOptions(devices, backend, repeats, warmup, seed, max_memory, force,
                           profile_steps, precision, check_devices(devices_list))
         run.check(dtype)
         check_json_path(json_path)
@@ -356,7 +354,7 @@ def cli(
                 raise click.UsageError("give either --cases or EQUATION with --shapes/--sizes")
             if devices_list is not None:
                 raise click.UsageError("--devices runs one equation; it cannot go with --cases")
-            return _analyze_cases(cases_path, settings, run, json_path, budgets, plot_path)
+            return analyze_cases(cases_path, settings, run, json_path, budgets, plot_path)
         if devices_list is not None and "sliced" not in settings.strategies:
             raise click.UsageError("--devices runs the sliced strategy: add sliced to "
                                    "--strategy (with --budget to choose the slices)")
@@ -371,8 +369,8 @@ def _analyze(
     equation: str,
     shapes: str | None,
     sizes: str | None,
-    settings: _Settings,
-    run: _RunOptions,
+    settings: Settings,
+    run: RunOptions,
     json_path: str | None,
     budgets: Budgets,
     plot_path: str | None = None,
@@ -418,7 +416,7 @@ def _analyze(
     # Forward-only analysis (--strategy none) runs nothing unless a device was asked for.
     if devices != () and (report.strategies or devices is not None):
         with progress(show=out is not None) as shown:
-            report = _execute(report, run, devices, shown)
+            report = execute_runs(report, run, devices, shown)
     spread = None
     if run.spread is not None:
         spread = run_devices(report, run.spread, repeats=run.repeats, warmup=run.warmup,
@@ -448,7 +446,7 @@ def _analyze(
             click.echo(f"error: distributed run failed: {line}", err=True)
     if spread is not None and spread.failed:
         return 2
-    return _echo_budget_failures(report)
+    return echo_budget_failures(report)
 
 
 def _read_budgets(
@@ -469,178 +467,6 @@ def _read_budgets(
         "max-time": max_time,
         "budget-strategy": budget_strategy,
     })
-
-
-def _echo_budget_failures(report: Report, case: str | None = None) -> int:
-    """Print one stderr line per exceeded budget; the exit code (1 if any, else 0)."""
-    from .render import budget_failure_lines
-
-    lines = budget_failure_lines(report.budgets, case)
-    for line in lines:
-        click.echo(line, err=True)
-    return 1 if lines else 0
-
-
-def _analyze_cases(
-    cases_path: str,
-    settings: _Settings,
-    run: _RunOptions,
-    json_path: str | None,
-    budgets: Budgets,
-    plot_path: str | None = None,
-) -> int:
-    """Run a cases file; exit 2 if any case failed, else 1 if any budget, else 0."""
-    from .cases import Case, CaseDefaults, analyze_case, cases_format, parse_cases, run_cases
-
-    fmt = cases_format(cases_path)
-    try:
-        with open(cases_path, encoding="utf-8") as stream:
-            text = stream.read()
-    except OSError as err:
-        raise InputError(f"cannot read the cases file {cases_path!r}: {err.strerror}") from err
-    except UnicodeDecodeError as err:
-        raise InputError(f"the cases file {cases_path!r} is not UTF-8 text") from err
-    defaults = CaseDefaults(dtype=settings.dtype, optimize=settings.optimize,
-                            memory_limit=settings.memory_limit, grad=settings.grad,
-                            strategies=settings.strategies, budgets=budgets,
-                            budget=settings.budget, objective=settings.objective,
-                            max_search_s=settings.max_search_s)
-    entries = parse_cases(text, fmt, defaults)
-    devices = run.device_list()
-
-    runnable = [entry for entry in entries if entry.case is not None]
-    with progress(show=json_path != "-") as shown:
-        shown.cases(len(runnable))
-
-        def run_case(case: Case) -> Report:
-            shown.next_case(case.name)
-            report = add_roofline(analyze_case(case), settings.roofline)
-            case_devices = _case_devices(case, devices)
-            if case_devices == () or not report.strategies:
-                return report
-            return _execute(report, _case_run(case, run), case_devices, shown)
-
-        batch = run_cases(entries, runner=run_case)
-    if json_path is not None:
-        write_json(batch.to_dict(), json_path)
-    if plot_path is not None:
-        write_plot(batch.to_dict(), plot_path)
-    if json_path != "-":
-
-        from .render import render_batch
-
-        render_batch(batch, console())
-    for outcome in batch.cases:
-        if outcome.report is None:
-            click.echo(_case_error_line(outcome.name, outcome.error or ""), err=True)
-        else:
-            _echo_budget_failures(outcome.report, outcome.name)
-    if batch.has_errors:
-        return 2
-    return 1 if batch.has_budget_failures else 0
-
-
-def _case_error_line(name: str, error: str) -> str:
-    """``Error: case 'NAME': ...``, naming the case once even when the message names it."""
-    prefix = f"case {name!r}"
-    rest = error[len(prefix):].lstrip(": ") if error.startswith(prefix) else error
-    return f"Error: {prefix}: {rest}"
-
-
-@dataclass(frozen=True)
-class _Settings:
-    """The analysis options a single equation and a cases file share."""
-
-    optimize: str
-    memory_limit: str | None
-    dtype: str
-    grad: str
-    strategies: tuple[str, ...]
-    budget: str | None = None
-    objective: str | None = None
-    cotengra: bool = False
-    max_search_s: float = 30.0
-    roofline: DeviceProfile | None = None
-
-
-@dataclass(frozen=True)
-class _RunOptions:
-    devices: tuple[str, ...]
-    backend: str
-    repeats: int
-    warmup: int
-    seed: int
-    max_memory: str | None
-    force: bool
-    profile_steps: bool = False
-    precision: str = "highest"
-    spread: DeviceList | None = None
-
-    def check(self, dtype: str) -> None:
-        """Refuse what can never run at once, before any analysis, even with --device none."""
-        from .backends import get_backend
-        from .parsing import parse_bytes
-
-        if self.max_memory is not None:
-            try:
-                parse_bytes(self.max_memory)
-            except ValueError as err:
-                raise InputError(f"--max-memory: {err}") from err
-        why_not = get_backend(self.backend).unavailable("cpu", dtype)
-        if why_not is not None:  # a dtype the backend has on no device
-            raise InputError(f"--backend {self.backend} with --dtype {dtype}: {why_not}")
-
-    def device_list(self) -> tuple[str, ...] | None:
-        """() for analysis only, None for the default devices, else the names."""
-        names = tuple(
-            name.strip() for text in self.devices for name in text.split(",") if name.strip()
-        )
-        if not names and self.spread is not None:
-            return ()  # --devices alone: only the distributed run
-        if not names or names == ("auto",):
-            return None
-        if any(name.lower() == "none" for name in names):
-            if len(names) > 1:
-                raise click.UsageError("--device none cannot be combined with other devices")
-            return ()
-        return names
-
-
-def _case_devices(case: Any, devices: tuple[str, ...] | None) -> tuple[str, ...] | None:
-    """A case's own ``device`` (text or a list), else the command line's."""
-    own = case.options.devices
-    if own is None:
-        return devices
-    return _RunOptions(own, "torch", 1, 0, 0, None, False).device_list()
-
-
-def _case_run(case: Any, run: _RunOptions) -> _RunOptions:
-    """The command line's run options with a case's own ``repeats`` and ``warmup``."""
-    options = case.options
-    return replace(run, repeats=options.repeats if options.repeats is not None else run.repeats,
-                   warmup=options.warmup if options.warmup is not None else run.warmup)
-
-
-def _execute(report: Report, run: _RunOptions, devices: tuple[str, ...] | None,
-             progress: RunProgress) -> Report:
-    from .execution import execute
-    from .precision import describe_precision, precision_context
-
-    if not report.strategies:
-        raise click.UsageError(
-            "running needs at least one --strategy; drop --device or use --device none"
-        )
-    try:
-        with precision_context(run.precision):
-            report = execute(report, devices=devices, backend=run.backend,
-                             repeats=run.repeats, warmup=run.warmup, seed=run.seed,
-                             max_memory=run.max_memory, force=run.force,
-                             on_progress=progress.run, on_run=progress.run_done,
-                             profile_steps=run.profile_steps)
-        precision = describe_precision(run.precision, report.dtype)
-        return replace(report, environment={**report.environment, "precision": precision})
-    finally:
-        progress.finish_runs()
 
 
 def _check_plot_path(plot_path: str | None) -> None:

@@ -35,12 +35,24 @@ keys to this version's, and the comparison notes it. Other versions are refused.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .compare_read import (
+    FORWARD_FIGURES,
+    READABLE_VERSIONS,
+    RUN_FIGURES,
+    RUN_MEMORY,
+    STRATEGY_FIGURES,
+    DocumentKind,
+    Unit,
+    check_figures,
+    document_kind,
+    load_comparison_schema,
+    upgrade_report,
+)
 from .errors import InputFileError
 from .report import SCHEMA_VERSION
 
@@ -54,24 +66,9 @@ __all__ = [
     "upgrade_report",
 ]
 
-READABLE_VERSIONS: tuple[int, ...] = (1, SCHEMA_VERSION)
-"""The ``schema_version`` values :func:`compare_reports` reads (older ones are upgraded)."""
-
 ChangeStatus = Literal["regressed", "improved", "unchanged", "added", "removed"]
 Rule = Literal["exact", "relative", "presence", "budget"]
-Unit = Literal["flops", "bytes", "s", ""]
-DocumentKind = Literal["report", "batch"]
 
-_FORWARD_FIGURES: tuple[tuple[str, Unit], ...] = (("flops", "flops"), ("peak_bytes", "bytes"))
-_STRATEGY_FIGURES: tuple[tuple[str, Unit], ...] = (
-    ("backward_flops", "flops"),
-    ("retained_bytes", "bytes"),
-    ("peak_bytes", "bytes"),
-)
-_RUN_FIGURES = ("forward_s", "backward_s")
-_RUN_MEMORY: tuple[tuple[str, Unit], ...] = (
-    ("peak_bytes_measured", "bytes"), ("retained_bytes_measured", "bytes"),
-)
 _RUN_IDENTITY = ("strategy", "backend", "device")
 _INPUT_KEYS = ("equation", "shapes", "dtype")
 
@@ -207,8 +204,8 @@ def compare_reports(
     if isinstance(tolerance, bool) or not tolerance >= 0:
         raise InputFileError(f"tolerance is {tolerance!r}; expected a number of at least 0")
     name_before, name_after = names
-    kind_before = _document_kind(before, name_before)
-    kind_after = _document_kind(after, name_after)
+    kind_before = document_kind(before, name_before)
+    kind_after = document_kind(after, name_after)
     if kind_before != kind_after:
         raise InputFileError(
             f"{name_before} is a {kind_before} and {name_after} a {kind_after}; "
@@ -222,142 +219,14 @@ def compare_reports(
             notes.append(f"{name} is a schema_version {data['schema_version']} report, read "
                          f"as version {SCHEMA_VERSION} (docs/schema.md)")
     before, after = upgrade_report(before), upgrade_report(after)
-    _check_figures(before, name_before)
-    _check_figures(after, name_after)
+    check_figures(before, name_before)
+    check_figures(after, name_after)
     if kind_before == "report":
         _compare_single(before, after, None, tolerance, changes, notes)
     else:
         _compare_batch(before, after, tolerance, changes, notes)
     return Comparison(kind=kind_before, tolerance=float(tolerance), changes=tuple(changes),
                       notes=tuple(notes))
-
-
-def load_comparison_schema() -> dict[str, Any]:
-    """The JSON Schema of :meth:`Comparison.to_dict` (``schema/comparison.schema.json``)."""
-    import json
-    from importlib.resources import files
-
-    text = files("einsum_analyze").joinpath("schema/comparison.schema.json").read_text("utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
-
-
-def upgrade_report(data: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A report (single or batch) of an older readable version, in this version's keys.
-
-    Version 1 to 2 (docs/schema.md, History):
-
-    - ``forward.steps[].removed`` becomes ``summed``;
-    - ``grad_operands``, absent without ``gradients``, is filled in from the strategies'
-      ``operands`` lists (every strategy lists each differentiated operand), else ``[]``;
-    - ``runs[].peak_bytes_measured`` and ``peak_bytes_predicted`` counted the bytes
-      above the inputs: they become ``peak_bytes_measured_without_inputs`` and
-      ``peak_bytes_predicted_without_inputs``, and the keys that count the inputs are
-      absent.
-
-    A report of this version comes back as it is; the input is never modified.
-
-    Example:
-        >>> old = {"schema_version": 1, "forward": {"steps": [{"removed": "b"}]}}
-        >>> new = upgrade_report(old)
-        >>> new["schema_version"], new["forward"]["steps"], new["grad_operands"]
-        (2, [{'summed': 'b'}], [])
-    """
-    if data.get("schema_version") != 1:
-        return data
-    upgraded: dict[str, Any] = copy.deepcopy(dict(data))
-    upgraded["schema_version"] = SCHEMA_VERSION
-    cases = upgraded.get("cases")
-    if isinstance(cases, list):
-        for case in cases:
-            if isinstance(case, dict) and isinstance(case.get("report"), Mapping):
-                case["report"] = upgrade_report({**case["report"], "schema_version": 1})
-        return upgraded
-    forward = upgraded.get("forward")
-    if isinstance(forward, dict):
-        for step in forward.get("steps", ()):
-            if isinstance(step, dict) and "removed" in step:
-                step["summed"] = step.pop("removed")
-    if "grad_operands" not in upgraded:
-        strategies = upgraded.get("strategies")
-        first = strategies[0] if isinstance(strategies, list) and strategies else {}
-        upgraded["grad_operands"] = sorted(
-            int(entry["operand"]) for entry in first.get("operands", ())
-            if isinstance(entry, Mapping) and "operand" in entry
-        )
-    for run in upgraded.get("runs", ()):
-        if not isinstance(run, dict):
-            continue
-        for key in ("peak_bytes_measured", "peak_bytes_predicted"):
-            if key in run:
-                run[f"{key}_without_inputs"] = run.pop(key)
-    return upgraded
-
-
-def _document_kind(data: object, which: str) -> DocumentKind:
-    if not isinstance(data, Mapping) or "schema_version" not in data:
-        raise InputFileError(f"{which} is not an einsum-analyze report (no schema_version)")
-    version = data["schema_version"]
-    if isinstance(version, bool) or version not in READABLE_VERSIONS:
-        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
-        raise InputFileError(
-            f"{which} has schema_version {version!r}; this einsum-analyze reads versions "
-            f"{readable} (docs/schema.md)"
-        )
-    if isinstance(data.get("cases"), list):
-        return "batch"
-    if isinstance(data.get("forward"), Mapping):
-        return "report"
-    raise InputFileError(f"{which} has neither 'forward' (a report) nor 'cases' (a batch)")
-
-
-def _check_figures(data: Mapping[str, Any], which: str) -> None:
-    """Raise :class:`InputFileError` for a compared figure present but not a number."""
-
-    def check(value: object, where: str) -> None:
-        if value is None:
-            return
-        if isinstance(value, bool) or not isinstance(value, int | float) or (
-            isinstance(value, float) and not math.isfinite(value)
-        ):
-            raise InputFileError(f"{which} is corrupted: {where} is {value!r}, not a number")
-
-    def report(doc: Mapping[str, Any], prefix: str) -> None:
-        forward = doc.get("forward")
-        if not isinstance(forward, Mapping):
-            raise InputFileError(f"{which} is corrupted: {prefix}forward is not a table")
-        for figure, _ in _FORWARD_FIGURES:
-            check(forward.get(figure), f"{prefix}forward.{figure}")
-        for key in ("strategies", "runs", "budgets"):
-            if doc.get(key) is not None and not isinstance(doc.get(key), list):
-                raise InputFileError(f"{which} is corrupted: {prefix}{key} is not a list")
-        for number, strategy in enumerate(doc.get("strategies") or ()):
-            if not isinstance(strategy, Mapping):
-                raise InputFileError(f"{which} is corrupted: {prefix}strategies[{number}]")
-            for figure, _ in _STRATEGY_FIGURES:
-                check(strategy.get(figure), f"{prefix}strategies[{number}].{figure}")
-        for number, run in enumerate(doc.get("runs") or ()):
-            if not isinstance(run, Mapping):
-                raise InputFileError(f"{which} is corrupted: {prefix}runs[{number}]")
-            for figure in _RUN_FIGURES:
-                stats = run.get(figure)
-                if stats is not None and not isinstance(stats, Mapping):
-                    raise InputFileError(f"{which} is corrupted: {prefix}runs[{number}]."
-                                         f"{figure} is {stats!r}")
-                for key in ("median", "iqr"):
-                    check(stats.get(key) if stats else None,
-                          f"{prefix}runs[{number}].{figure}.{key}")
-            for figure, _ in _RUN_MEMORY:
-                check(run.get(figure), f"{prefix}runs[{number}].{figure}")
-
-    if isinstance(data.get("cases"), list):
-        for number, case in enumerate(data["cases"]):
-            if not isinstance(case, Mapping):
-                raise InputFileError(f"{which} is corrupted: cases[{number}] is not a table")
-            if isinstance(case.get("report"), Mapping):
-                report(case["report"], f"cases[{number}].report.")
-        return
-    report(data, "")
 
 
 def _number(value: object) -> int | float | None:
@@ -480,14 +349,14 @@ def _compare_single(
     if not same_limit:
         _compare_runs(before, after, case, tolerance, changes)
         return
-    for figure, unit in _FORWARD_FIGURES:
+    for figure, unit in FORWARD_FIGURES:
         _add(changes, case, "forward", figure, unit, _number(fwd_before.get(figure)),
              _number(fwd_after.get(figure)), "exact", tolerance)
     strategies_before = _by_name(before.get("strategies"))
     strategies_after = _by_name(after.get("strategies"))
     for name in _union(strategies_before, strategies_after):
         old, new = strategies_before.get(name, {}), strategies_after.get(name, {})
-        for figure, unit in _STRATEGY_FIGURES:
+        for figure, unit in STRATEGY_FIGURES:
             _add(changes, case, f"strategy {name}", figure, unit, _number(old.get(figure)),
                  _number(new.get(figure)), "exact", tolerance)
     _compare_runs(before, after, case, tolerance, changes)
@@ -536,7 +405,7 @@ def _compare_limits(
                  _number(new.get(figure)), "exact", tolerance)
         old_s, new_s = _by_name(old.get("strategies")), _by_name(new.get("strategies"))
         for name in _union(old_s, new_s):
-            for figure, unit in _STRATEGY_FIGURES:
+            for figure, unit in STRATEGY_FIGURES:
                 _add(changes, case, f"{subject}, strategy {name}", figure, unit,
                      _number(old_s.get(name, {}).get(figure)),
                      _number(new_s.get(name, {}).get(figure)), "exact", tolerance)
@@ -601,11 +470,11 @@ def _compare_runs(
     runs_after = _runs_by_key(after.get("runs"))
     for key in _union(runs_before, runs_after):
         old, new = runs_before.get(key, {}), runs_after.get(key, {})
-        for figure in _RUN_FIGURES:
+        for figure in RUN_FIGURES:
             _add(changes, case, key, figure, "s", _median(old.get(figure)),
                  _median(new.get(figure)), "relative", tolerance,
                  _iqr(old.get(figure)) + _iqr(new.get(figure)))
-        for figure, unit in _RUN_MEMORY:
+        for figure, unit in RUN_MEMORY:
             _add(changes, case, key, figure, unit, _number(old.get(figure)),
                  _number(new.get(figure)), "exact", tolerance)
     _compare_budgets(before, after, case, changes)

@@ -192,23 +192,23 @@ def lower_contraction(
         copied = (a_size if a_copy else 0) + (b_size if b_copy else 0)
         choices.append((copied, batch, contracted, a_copy, b_copy))
     _, batch, contracted, a_copy, b_copy = min(choices, key=lambda choice: choice[0])
-    if a_copy:
-        workspace.append(_elements(a_copy, sizes))
-    if b_copy:
-        workspace.append(_elements(b_copy, sizes))
-    return Kernel(
-        kind="bmm",
-        inputs=(
-            InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
-            InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
-        ),
-        batch=batch,
-        left=left,
-        contracted=contracted,
-        right=right,
-        out_order=batch + left + right,
-        workspace=tuple(workspace),
+    return _bmm_kernel(
+        InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
+        InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
+        batch=batch, left=left, contracted=contracted, right=right,
+        out_order=batch + left + right, workspace=workspace, sizes=sizes,
     )
+
+
+def _bmm_kernel(
+    a: InputPrep, b: InputPrep, *, batch: tuple[str, ...], left: tuple[str, ...],
+    contracted: tuple[str, ...], right: tuple[str, ...], out_order: tuple[str, ...],
+    workspace: list[int], sizes: Mapping[str, int],
+) -> Kernel:
+    """A batched matmul of ``a`` and ``b``; each input's copy, if any, joins the workspace."""
+    workspace += [_elements(prep.copy, sizes) for prep in (a, b) if prep.copy]
+    return Kernel(kind="bmm", inputs=(a, b), batch=batch, left=left, contracted=contracted,
+                  right=right, out_order=out_order, workspace=tuple(workspace))
 
 
 def lower_events(
@@ -575,22 +575,11 @@ def lower_to_layout(
                   + (_elements(b_copy, sizes) if b_copy else 0))
         choices.append((copied, contracted, a_copy, b_copy))
     _, contracted, a_copy, b_copy = min(choices, key=lambda choice: choice[0])
-    if a_copy:
-        workspace.append(_elements(a_copy, sizes))
-    if b_copy:
-        workspace.append(_elements(b_copy, sizes))
-    return Kernel(
-        kind="bmm",
-        inputs=(
-            InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
-            InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
-        ),
-        batch=batch,
-        left=left,
-        contracted=contracted,
-        right=right,
-        out_order=target,
-        workspace=tuple(workspace),
+    return _bmm_kernel(
+        InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
+        InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
+        batch=batch, left=left, contracted=contracted, right=right,
+        out_order=target, workspace=workspace, sizes=sizes,
     )
 
 

@@ -8,19 +8,16 @@ Planners see labels and sizes, never arrays. FLOPs follow opt_einsum's conventio
 from __future__ import annotations
 
 import math
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from types import FrameType
 
 from ._types import Label, LinearPath, SizeDict, SsaPath, Term
 from .analysis_memo import deterministic_path
 from .equation import Equation
 from .errors import PlanningError
 from .parsing import parse_memory_limit  # moved to parsing; importable here as before
+from .planning_deadline import SearchTimeout, alarm
 
 __all__ = [
     "DEFAULT_MAX_SEARCH_S",
@@ -376,64 +373,6 @@ def search_notice(equation: Equation, name: str, subject: str = "the forward pas
     )
 
 
-class _SearchTimeout(BaseException):
-    """Raised by the timer signal inside opt_einsum's search.
-
-    A BaseException: nothing in the search may catch it.
-    """
-
-
-_RING_AGAIN_S = 0.05
-"""Seconds after which the timer rings again while the search runs on."""
-
-_SEARCH_MODULES = ("opt_einsum", __name__)
-"""Modules whose code a ring may interrupt. Elsewhere (a finalizer or a gc callback that
-the garbage collector runs during the search) Python would swallow the exception, print
-"Exception ignored", and leave the search without a limit: the ring waits for the next."""
-
-
-@contextmanager
-def _alarm(deadline: float | None) -> Iterator[bool]:
-    """Raise :class:`_SearchTimeout` in this thread when ``deadline`` passes.
-
-    Yields whether the deadline is armed: only in the main thread, where signals are
-    delivered, on platforms with ``setitimer``, and when no other timer is running.
-    After the deadline the timer rings every :data:`_RING_AGAIN_S` until a ring lands
-    in the search's own code (:data:`_SEARCH_MODULES`); once the block has ended, a late
-    ring does nothing.
-    """
-    if (
-        deadline is None
-        or not hasattr(signal, "setitimer")
-        or threading.current_thread() is not threading.main_thread()
-        or signal.getitimer(signal.ITIMER_REAL)[0] > 0
-    ):
-        yield False
-        return
-    armed = [True]
-
-    def ring(signum: int, frame: FrameType | None) -> None:
-        if armed[0] and frame is not None and str(
-            frame.f_globals.get("__name__", "")
-        ).startswith(_SEARCH_MODULES):
-            raise _SearchTimeout
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 1e-6),
-                         _RING_AGAIN_S)
-        yield True
-    finally:
-        while True:  # a ring inside the clean-up must not cut it short
-            try:
-                armed[0] = False
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                signal.signal(signal.SIGALRM, previous)
-                break
-            except _SearchTimeout:
-                continue
-
-
 def _search_path(
     equation: Equation,
     name: str,
@@ -462,10 +401,10 @@ def _search_path(
         found: list[tuple[int, ...]] | None = None
     else:
         try:
-            with _alarm(deadline):
+            with alarm(deadline):
                 found = _find_path(equation, name, memory_limit, optimizer)
             return found, name, None
-        except _SearchTimeout:
+        except SearchTimeout:
             found = None
             best = optimizer.best.get("ssa_path") if optimizer is not None else None
             if best is not None:

@@ -78,7 +78,7 @@ def render_roofline(report: Report, console: Console) -> None:
         console.print(fit(table, console))
 
 
-def _steps_table(report: Report, run: Run, width: int) -> Table:
+def steps_table(report: Report, run: Run, width: int) -> Table:
     strategy = next((s for s in report.strategies if s.name == run.strategy), None)
     equations = {n: e.equation for n, e in enumerate(strategy.events)} if strategy else {}
     total = sum(step.time_s for step in run.steps) + (run.other_s or 0.0)
@@ -123,4 +123,4 @@ def render_step_times(report: Report, console: Console) -> None:
         console.print("no step was timed: --profile-steps needs --backend torch",
                       highlight=False)
     for run in timed:
-        console.print(fit(_steps_table(report, run, console.width), console))
+        console.print(fit(steps_table(report, run, console.width), console))
