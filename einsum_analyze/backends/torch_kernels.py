@@ -29,6 +29,7 @@ from typing import Any
 from ..lowering import InputPrep, Kernel
 from ..memory import Event
 from .relabel import ascii_equation
+from .torch_views import ViewChain, contiguous_strides
 
 __all__ = ["CompiledSchedule", "Live", "Op", "compile_schedule"]
 
@@ -70,7 +71,13 @@ def _arrange(source: Any, labels: str, target: str) -> Any:
 
 
 class _Input:
-    """Compiled preparation of one contraction input."""
+    """Compiled preparation of one contraction input.
+
+    ``view`` (a :class:`.ViewChain`) takes the input to the tensor the kernel reads
+    with ``labels``: its diagonal, without its size-1 axes; ``made`` tells whether a
+    sum of private labels or a layout copy makes a buffer on the way (then ``view`` is
+    the chain into that first buffer's source, ``reduce`` or ``copy`` follows).
+    """
 
     def __init__(self, term: str, prep: InputPrep, sizes: Mapping[str, int]) -> None:
         distinct = "".join(dict.fromkeys(term))
@@ -94,26 +101,56 @@ class _Input:
         self.labels = labels
         self.memory_perm = tuple(labels.index(c) for c in prep.order)
         self.plain = len(distinct) == len(term) and not self.drop
+        self.made = bool(self.reduce_perm or self.copy_perm)
+        self.view = ViewChain(self._source_view)
+        # A buffer the copy reads from (the reduced one) is fresh and contiguous.
+        self.copy_view = ViewChain(lambda t: t.permute(self.copy_perm))
 
-    def __call__(self, tensor: Any, workspace: list[Any]) -> Any:
-        import torch
-
-        if self.plain and not self.reduce_perm and not self.copy_perm:
-            return tensor
+    def _source_view(self, tensor: Any) -> Any:
         view = tensor if self.plain else _diagonal_view(tensor, self.term)
         for position in reversed(self.drop):
             view = view.squeeze(position)
         if self.reduce_perm:
+            return view.permute(self.reduce_perm)
+        if self.copy_perm:
+            return view.permute(self.copy_perm)
+        return view
+
+    def then(self, chain: Callable[[Any], Any]) -> ViewChain:
+        """The view ``chain`` after this preparation, as one chain when it makes no buffer.
+
+        The chain returned reads the input itself when ``made`` is false, else the
+        preparation's last buffer.
+        """
+        if self.made:
+            return ViewChain(chain)
+        source = self._source_view
+        return ViewChain(lambda t: chain(source(t)))
+
+    def __call__(self, tensor: Any, workspace: list[Any]) -> Any:
+        """The prepared input: a view of ``tensor``, or the buffer made from it."""
+        view = self.view(tensor)
+        if not self.made:
+            return view
+        torch = _torch()
+        if self.reduce_perm:
             buffer = torch.empty(self.keep_shape, dtype=view.dtype, device=view.device)
             workspace.append(buffer)
-            torch.sum(view.permute(self.reduce_perm), dim=self.reduce_dims, out=buffer)
+            torch.sum(view, dim=self.reduce_dims, out=buffer)
             view = buffer
-        if self.copy_perm:
-            buffer = torch.empty(self.copy_shape, dtype=view.dtype, device=view.device)
-            workspace.append(buffer)
-            buffer.copy_(view.permute(self.copy_perm))
-            view = buffer
-        return view
+            if not self.copy_perm:
+                return view
+            view = self.copy_view(view)
+        buffer = torch.empty(self.copy_shape, dtype=view.dtype, device=view.device)
+        workspace.append(buffer)
+        buffer.copy_(view)
+        return buffer
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
 
 
 def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
@@ -139,20 +176,24 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
     preps = [_Input(term, prep, sizes) for term, prep in zip(terms, kernel.inputs, strict=True)]
     out_labels = "".join(kernel.out_order)
     out_shape = tuple(sizes[c] for c in kernel.out_order)
-    present = _presenter(out_labels, out_shape, out_term, view_term, sizes)
+    empty = torch.empty
+    if kernel.kind == "bmm":
+        return _compile_bmm(kernel, preps, names, target, out_labels, out_shape,
+                            (out_term, view_term), sizes)
+    present = _presenter(out_labels, out_shape, out_term, view_term, sizes, out_shape)
 
     match kernel.kind:
         case "reduce":
             (prep,) = preps
-            perm, dims = prep.reduce_perm, prep.reduce_dims
+            dims = prep.reduce_dims
             (name,) = names
+            source = prep.view  # the diagonal, squeezed and permuted for the sum
+            total = torch.sum
 
             def run_reduce(live: Live, workspace: list[Any]) -> None:
-                view = _diagonal_view(live[name], prep.term)
-                for position in reversed(prep.drop):
-                    view = view.squeeze(position)
-                out = torch.empty(out_shape, dtype=view.dtype, device=view.device)
-                torch.sum(view.permute(perm), dim=dims, out=out)
+                view = source(live[name])
+                out = empty(out_shape, dtype=view.dtype, device=view.device)
+                total(view, dim=dims, out=out)
                 live[target] = present(out)
 
             return run_reduce
@@ -160,52 +201,69 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
             (prep,) = preps
             (name,) = names
             perm = prep.memory_perm
+            arranged = prep.then(lambda t: t.permute(perm))
 
             def run_copy(live: Live, workspace: list[Any]) -> None:
-                view = prep(live[name], workspace)
-                out = torch.empty(out_shape, dtype=view.dtype, device=view.device)
-                out.copy_(view.permute(perm))
+                view = arranged(prep(live[name], workspace) if prep.made else live[name])
+                out = empty(out_shape, dtype=view.dtype, device=view.device)
+                out.copy_(view)
                 live[target] = present(out)
 
             return run_copy
         case "mul":
             a_prep, b_prep = preps
             a_name, b_name = names
+            a_view = a_prep.then(lambda t: _arrange(t, a_prep.labels, out_labels))
+            b_view = b_prep.then(lambda t: _arrange(t, b_prep.labels, out_labels))
+            multiply = torch.mul
 
             def run_mul(live: Live, workspace: list[Any]) -> None:
-                a = a_prep(live[a_name], workspace)
-                b = b_prep(live[b_name], workspace)
-                out = torch.empty(out_shape, dtype=a.dtype, device=a.device)
-                torch.mul(_arrange(a, a_prep.labels, out_labels),
-                          _arrange(b, b_prep.labels, out_labels), out=out)
+                a = a_view(a_prep(live[a_name], workspace) if a_prep.made else live[a_name])
+                b = b_view(b_prep(live[b_name], workspace) if b_prep.made else live[b_name])
+                out = empty(out_shape, dtype=a.dtype, device=a.device)
+                multiply(a, b, out=out)
                 live[target] = present(out)
 
             return run_mul
-        case "bmm":
-            return _compile_bmm(kernel, preps, names, target, present, sizes)
         case _:
             raise AssertionError(f"unknown kernel {kernel.kind!r}")
 
 
 def _presenter(out_labels: str, out_shape: tuple[int, ...], out_term: str, view_term: str,
-               sizes: Mapping[str, int]) -> Callable[[Any], Any]:
+               sizes: Mapping[str, int], made: tuple[int, ...]) -> Callable[[Any], Any]:
     """The view of a fresh contiguous output in the step's term, as one ``as_strided``.
 
-    Its sizes and strides are found once, on a meta tensor, by the same views
-    (:func:`_arrange`, :func:`_finish`): one call per step instead of several.
+    ``made`` is the shape the kernel gives the output (its ``out_order`` in memory,
+    perhaps flattened to a matrix). The view's sizes and strides are found once, on a
+    meta tensor, by the same views (:func:`_arrange`, :func:`_finish`): one call per
+    step instead of several, and none where the output is already in the step's term.
     """
     import torch
 
     meta = torch.empty(out_shape, device="meta")
     shown = _finish(_arrange(meta, out_labels, out_term), out_term, view_term, sizes)
     size, stride = tuple(shown.shape), tuple(shown.stride())
+    if size == made and stride == contiguous_strides(size):
+        return _same
     return lambda buffer: buffer.as_strided(size, stride)
+
+
+def _same(buffer: Any) -> Any:
+    return buffer
 
 
 def _compile_bmm(
     kernel: Kernel, preps: Sequence[_Input], names: Sequence[str], target: str,
-    present: Callable[[Any], Any], sizes: Mapping[str, int],
+    out_labels: str, out_shape: tuple[int, ...], terms: tuple[str, str],
+    sizes: Mapping[str, int],
 ) -> Op:
+    """One ``mm`` (no batch) or ``bmm`` into a fresh contiguous output.
+
+    Each input reaches the kernel through one :class:`.ViewChain` (its diagonal, the
+    permutation into its memory order, the reshape into a matrix and the transpose the
+    product reads); the kernel allocates its own output, contiguous, as ``out=`` on a
+    fresh ``empty`` would.
+    """
     import torch
 
     a_prep, b_prep = preps
@@ -222,36 +280,72 @@ def _compile_bmm(
     b_contracted_first = tuple(b_order[nbatch:nbatch + len(kernel.contracted)]) == kernel.contracted
     a_shape = (nb, nl, nk) if a_left_first else (nb, nk, nl)
     b_shape = (nb, nk, nr) if b_contracted_first else (nb, nr, nk)
-
-    promoted = [(position, names[position], preps[position]) for position in kernel.promote]
     # The lowering may ask for the output as (batch, right, left): the transposed product.
     swapped = tuple(kernel.out_order) != kernel.batch + kernel.left + kernel.right
+    flat = nb == 1  # no batch: a 2-D mm, one call less in torch than bmm
+    made = (nr, nl) if swapped else (nl, nr)
+    present = _presenter(out_labels, out_shape, *terms, sizes, made if flat else (nb, *made))
 
-    def run_bmm(live: Live, workspace: list[Any]) -> dict[str, Any] | None:
-        a_ready = a_prep(live[a_name], workspace)
-        b_ready = b_prep(live[b_name], workspace)
-        a = a_ready.permute(a_prep.memory_perm).view(a_shape)
-        b = b_ready.permute(b_prep.memory_perm).view(b_shape)
-        if not a_left_first:
-            a = a.transpose(1, 2)
-        if not b_contracted_first:
-            b = b.transpose(1, 2)
-        if swapped:
-            out = torch.empty((nb, nr, nl), dtype=a.dtype, device=a.device)
-            torch.bmm(b.transpose(1, 2), a.transpose(1, 2), out=out)
-        else:
-            out = torch.empty((nb, nl, nr), dtype=a.dtype, device=a.device)
-            torch.bmm(a, b, out=out)
-        live[target] = present(out)
-        if not promoted:
-            return None
-        ready = (a_ready, b_ready)
-        return {
-            name: _arrange(ready[position], prep.labels, prep.term)
-            for position, name, prep in promoted
-        }
+    def matrix(prep: _Input, shape: tuple[int, ...], transpose: bool) -> ViewChain:
+        """The chain from a prepared input to the matrix the product reads."""
+        perm = prep.memory_perm
+
+        def chain(tensor: Any) -> Any:
+            view = tensor.permute(perm).view(shape)
+            if transpose:
+                view = view.transpose(1, 2)
+            return view[0] if flat else view
+
+        return prep.then(chain)
+
+    # (batch, left, contracted) @ (batch, contracted, right), or the transposed product.
+    a_view = matrix(a_prep, a_shape, (not a_left_first) != swapped)
+    b_view = matrix(b_prep, b_shape, (not b_contracted_first) != swapped)
+    product = torch.mm if flat else torch.bmm
+    promoted = [(position, names[position], preps[position]) for position in kernel.promote]
+    if promoted:
+        return _bmm_promoting(preps, names, target, present, a_view, b_view, swapped, product,
+                              promoted)
+    a_made, b_made = a_prep.made, b_prep.made
+
+    if not a_made and not b_made:
+        def run_mm(live: Live, workspace: list[Any]) -> None:
+            a = a_view(live[a_name])
+            b = b_view(live[b_name])
+            live[target] = present(product(b, a) if swapped else product(a, b))
+
+        return run_mm
+
+    def run_bmm(live: Live, workspace: list[Any]) -> None:
+        a = a_view(a_prep(live[a_name], workspace) if a_made else live[a_name])
+        b = b_view(b_prep(live[b_name], workspace) if b_made else live[b_name])
+        live[target] = present(product(b, a) if swapped else product(a, b))
 
     return run_bmm
+
+
+def _bmm_promoting(
+    preps: Sequence[_Input], names: Sequence[str], target: str, present: Callable[[Any], Any],
+    a_view: ViewChain, b_view: ViewChain, swapped: bool, product: Callable[..., Any],
+    promoted: Sequence[tuple[int, str, _Input]],
+) -> Op:
+    """A product whose prepared inputs are kept: they replace the inputs they came from."""
+    a_prep, b_prep = preps
+    a_name, b_name = names
+    kept_views = [(position, name, ViewChain(
+        lambda t, prep=prep: _arrange(t, prep.labels, prep.term)))
+        for position, name, prep in promoted]
+
+    def run_promoting(live: Live, workspace: list[Any]) -> dict[str, Any]:
+        a_ready = a_prep(live[a_name], workspace)
+        b_ready = b_prep(live[b_name], workspace)
+        a = a_view(a_ready if a_prep.made else live[a_name])
+        b = b_view(b_ready if b_prep.made else live[b_name])
+        live[target] = present(product(b, a) if swapped else product(a, b))
+        ready = (a_ready, b_ready)
+        return {name: view(ready[position]) for position, name, view in kept_views}
+
+    return run_promoting
 
 
 def _finish(result: Any, term: str, view_term: str, sizes: Mapping[str, int]) -> Any:
@@ -270,11 +364,13 @@ def _compile_unreduce(event: Event, sizes: Mapping[str, int]) -> Op:
     distinct = "".join(dict.fromkeys(target_term))
     maker = torch.zeros if len(distinct) < len(target_term) else torch.empty
     expanded = [sizes[c] for c in distinct]
+    spread = ViewChain(lambda t: _arrange(t, lhs, distinct).expand(expanded))
+    diagonal = ViewChain(lambda t: _diagonal_view(t, target_term))
 
     def run_unreduce(live: Live, workspace: list[Any]) -> None:
         source = live[name]
         out = maker(shape, dtype=source.dtype, device=source.device)
-        _diagonal_view(out, target_term).copy_(_arrange(source, lhs, distinct).expand(expanded))
+        diagonal(out).copy_(spread(source))
         live[target] = out
 
     return run_unreduce
@@ -285,9 +381,10 @@ def _compile_view(event: Event, sizes: Mapping[str, int]) -> Op:
     (name,) = event.inputs
     target = event.tensor
     shape = [sizes[c] for c in target_term]
+    arranged = ViewChain(lambda t: _arrange(t, lhs, target_term).expand(shape))
 
     def run_view(live: Live, workspace: list[Any]) -> None:
-        live[target] = _arrange(live.pop(name), lhs, target_term).expand(shape)
+        live[target] = arranged(live.pop(name))
 
     return run_view
 
@@ -326,9 +423,10 @@ def _compile_slice(event: Event) -> Op:
     (name,) = event.inputs
     target = event.tensor
     copy = event.op == "slice_copy"
+    part = ViewChain(lambda t: t[index])
 
     def run_slice(live: Live, workspace: list[Any]) -> None:
-        view = live[name][index]
+        view = part(live[name])
         if copy:
             out = torch.empty(view.shape, dtype=view.dtype, device=view.device)
             out.copy_(view)
@@ -343,10 +441,11 @@ def _compile_accumulate(event: Event) -> Op:
     index = part_index(full, event.ranges)
     buffer_name, part_name = event.inputs
     target = event.tensor
+    part = ViewChain(lambda t: t[index])
 
     def run_accumulate(live: Live, workspace: list[Any]) -> None:
         buffer = live.pop(buffer_name)
-        buffer[index].add_(live[part_name])
+        part(buffer).add_(live[part_name])
         live[target] = buffer
 
     return run_accumulate
@@ -460,8 +559,10 @@ def _then_unconjugate(last: Op, gradients: Sequence[str]) -> Op:
         done: set[int] = set()
         for name in gradients:
             tensor = live.get(name)
-            if tensor is None or not tensor.is_complex():
+            if tensor is None:
                 continue
+            if not tensor.is_complex():
+                return kept  # the gradients share the operands' dtype
             storage = tensor.untyped_storage()
             if storage.data_ptr() in done:
                 continue
