@@ -238,14 +238,21 @@ def _presenter(out_labels: str, out_shape: tuple[int, ...], out_term: str, view_
     meta tensor, by the same views (:func:`_arrange`, :func:`_finish`): one call per
     step instead of several, and none where the output is already in the step's term.
     """
+    size, stride = _shown_layout(out_labels, out_shape, out_term, view_term, sizes)
+    if size == made and stride == contiguous_strides(size):
+        return _same
+    return lambda buffer: buffer.as_strided(size, stride)
+
+
+def _shown_layout(out_labels: str, out_shape: tuple[int, ...], out_term: str, view_term: str,
+                  sizes: Mapping[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Sizes and strides of a fresh contiguous output (labels ``out_labels``) in the step's
+    term, found on a meta tensor by the views :func:`_arrange` and :func:`_finish`."""
     import torch
 
     meta = torch.empty(out_shape, device="meta")
     shown = _finish(_arrange(meta, out_labels, out_term), out_term, view_term, sizes)
-    size, stride = tuple(shown.shape), tuple(shown.stride())
-    if size == made and stride == contiguous_strides(size):
-        return _same
-    return lambda buffer: buffer.as_strided(size, stride)
+    return tuple(shown.shape), tuple(shown.stride())
 
 
 def _same(buffer: Any) -> Any:
@@ -298,15 +305,37 @@ def _compile_bmm(
 
         return prep.then(chain)
 
+    promoted = [(position, names[position], preps[position]) for position in kernel.promote]
+    out_term, view_term = terms
+    shown = _shown_transposed(kernel, preps, out_term, swapped) if (
+        flat and not promoted and not view_term) else None
+    if shown is not None:
+        # The result in the step's term as a column-major matrix: the product written
+        # into it (the same bytes, no view of the output, fewer of the inputs).
+        swapped = not swapped
+        size, stride = _shown_layout(out_labels, out_shape, out_term, view_term, sizes)
     # (batch, left, contracted) @ (batch, contracted, right), or the transposed product.
     a_view = matrix(a_prep, a_shape, (not a_left_first) != swapped)
     b_view = matrix(b_prep, b_shape, (not b_contracted_first) != swapped)
     product = torch.mm if flat else torch.bmm
-    promoted = [(position, names[position], preps[position]) for position in kernel.promote]
+    a_made, b_made = a_prep.made, b_prep.made
+    if shown is not None:
+        first, second = (b_view, a_view) if swapped else (a_view, b_view)
+        first_name, second_name = (b_name, a_name) if swapped else (a_name, b_name)
+        first_prep, second_prep = (b_prep, a_prep) if swapped else (a_prep, b_prep)
+        into = torch.mm
+
+        def run_mm_into(live: Live, workspace: list[Any]) -> None:
+            x = live[first_name]
+            y = live[second_name]
+            x = first(first_prep(x, workspace) if first_prep.made else x)
+            y = second(second_prep(y, workspace) if second_prep.made else y)
+            live[target] = into(x, y, out=x.new_empty_strided(size, stride))
+
+        return run_mm_into
     if promoted:
         return _bmm_promoting(preps, names, target, present, a_view, b_view, swapped, product,
                               promoted)
-    a_made, b_made = a_prep.made, b_prep.made
 
     if not a_made and not b_made:
         def run_mm(live: Live, workspace: list[Any]) -> None:
@@ -322,6 +351,32 @@ def _compile_bmm(
         live[target] = present(product(b, a) if swapped else product(a, b))
 
     return run_bmm
+
+
+def _shown_transposed(kernel: Kernel, preps: Sequence[_Input], out_term: str,
+                      swapped: bool) -> bool | None:
+    """Whether an unbatched product is better written straight into its step's term.
+
+    True where the step shows the product's output transposed (a matrix of one left
+    and one right label) and the product in that orientation reads no more views of
+    its inputs; None otherwise.
+    """
+    if len(kernel.left) != 1 or len(kernel.right) != 1 or kernel.batch:
+        return None
+    (left,), (right,) = kernel.left, kernel.right
+    if out_term not in (left + right, right + left) or (out_term == right + left) == swapped:
+        return None  # not a matrix, or shown as made (no view of the output)
+    contracted = "".join(kernel.contracted)
+
+    def views(transposed: bool) -> int:
+        """Views the inputs need: one where an input is not the matrix as it is."""
+        a_rows = contracted + left if transposed else left + contracted
+        b_rows = right + contracted if transposed else contracted + right
+        return sum(not (prep.plain and not prep.made and prep.term == rows)
+                   for prep, rows in zip(preps, (a_rows, b_rows), strict=True))
+
+    # Writing into the shown layout costs an allocation call; made, a view of it.
+    return True if views(not swapped) <= views(swapped) else None
 
 
 def _bmm_promoting(
