@@ -21,6 +21,7 @@ torch is imported inside the functions: importing this module costs nothing.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -246,8 +247,10 @@ def _presenter(out_labels: str, out_shape: tuple[int, ...], out_term: str, view_
 
 def _shown_layout(out_labels: str, out_shape: tuple[int, ...], out_term: str, view_term: str,
                   sizes: Mapping[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Sizes and strides of a fresh contiguous output (labels ``out_labels``) in the step's
-    term, found on a meta tensor by the views :func:`_arrange` and :func:`_finish`."""
+    """Sizes and strides of a fresh contiguous output (labels ``out_labels``) in its term.
+
+    Found on a meta tensor by the views :func:`_arrange` and :func:`_finish`.
+    """
     import torch
 
     meta = torch.empty(out_shape, device="meta")
@@ -387,9 +390,9 @@ def _bmm_promoting(
     """A product whose prepared inputs are kept: they replace the inputs they came from."""
     a_prep, b_prep = preps
     a_name, b_name = names
-    kept_views = [(position, name, ViewChain(
-        lambda t, prep=prep: _arrange(t, prep.labels, prep.term)))
-        for position, name, prep in promoted]
+    kept_views = [(position, name, ViewChain(functools.partial(_arrange, labels=prep.labels,
+                                                               target=prep.term)))
+                  for position, name, prep in promoted]
 
     def run_promoting(live: Live, workspace: list[Any]) -> dict[str, Any]:
         a_ready = a_prep(live[a_name], workspace)

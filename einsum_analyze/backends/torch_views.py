@@ -68,6 +68,7 @@ class ViewChain:
         self.memo: dict[tuple[int, ...], Any] = {}
 
     def __call__(self, tensor: Any) -> Any:
+        """The chain's result on ``tensor``."""
         stride = tensor.stride()
         layout = self.memo.get(stride, _RUN)
         if layout is None:
