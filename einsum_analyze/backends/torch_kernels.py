@@ -133,18 +133,15 @@ class _Input:
         view = self.view(tensor)
         if not self.made:
             return view
-        torch = _torch()
         if self.reduce_perm:
-            buffer = torch.empty(self.keep_shape, dtype=view.dtype, device=view.device)
+            # A reduction allocates its result contiguous, as a fresh ``empty`` would be.
+            buffer = _torch().sum(view, dim=self.reduce_dims)
             workspace.append(buffer)
-            torch.sum(view, dim=self.reduce_dims, out=buffer)
-            view = buffer
             if not self.copy_perm:
-                return view
-            view = self.copy_view(view)
-        buffer = torch.empty(self.copy_shape, dtype=view.dtype, device=view.device)
+                return buffer
+            view = self.copy_view(buffer)
+        buffer = view.clone(memory_format=_torch().contiguous_format)  # fresh, contiguous
         workspace.append(buffer)
-        buffer.copy_(view)
         return buffer
 
 
@@ -191,6 +188,12 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
             source = prep.view  # the diagonal, squeezed and permuted for the sum
             total = torch.sum
 
+            if prep.keep_shape == out_shape and dims:
+                def run_sum(live: Live, workspace: list[Any]) -> None:
+                    live[target] = present(total(source(live[name]), dim=dims))
+
+                return run_sum
+
             def run_reduce(live: Live, workspace: list[Any]) -> None:
                 view = source(live[name])
                 out = empty(out_shape, dtype=view.dtype, device=view.device)
@@ -203,6 +206,14 @@ def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
             (name,) = names
             perm = prep.memory_perm
             arranged = prep.then(lambda t: t.permute(perm))
+
+            contiguous = torch.contiguous_format
+            if tuple(sizes[c] for c in kernel.inputs[0].order) == out_shape:
+                def run_clone(live: Live, workspace: list[Any]) -> None:
+                    view = arranged(prep(live[name], workspace) if prep.made else live[name])
+                    live[target] = present(view.clone(memory_format=contiguous))
+
+                return run_clone
 
             def run_copy(live: Live, workspace: list[Any]) -> None:
                 view = arranged(prep(live[name], workspace) if prep.made else live[name])
