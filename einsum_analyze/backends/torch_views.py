@@ -11,15 +11,16 @@ the result's sizes, strides and storage offset (relative to the input's), and ma
 Views change no storage and allocate nothing, so the memory a schedule measures is
 unchanged.
 
-torch is not imported here: the chains are given tensors.
+The view helpers the compiled events share (:func:`diagonal_view`, :func:`arrange`,
+:func:`finish`) live here too. torch is not imported here: they are given tensors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["ViewChain", "contiguous_strides"]
+__all__ = ["ViewChain", "arrange", "contiguous_strides", "diagonal_view", "finish"]
 
 _RUN = object()
 """A memo entry: run the chain itself (its result is not a view of its input)."""
@@ -93,3 +94,41 @@ class ViewChain:
                      result.storage_offset() - tensor.storage_offset())
         self.memo[stride] = entry
         return result
+
+
+def diagonal_view(tensor: Any, term: str) -> Any:
+    """A strided view with one axis per distinct label of ``term`` (a diagonal)."""
+    distinct = "".join(dict.fromkeys(term))
+    if len(distinct) == len(term):
+        return tensor
+    sizes, strides = [], []
+    for char in distinct:
+        positions = [p for p, c in enumerate(term) if c == char]
+        sizes.append(tensor.shape[positions[0]])
+        strides.append(sum(tensor.stride(p) for p in positions))
+    return tensor.as_strided(sizes, strides, tensor.storage_offset())
+
+
+def arrange(source: Any, labels: str, target: str) -> Any:
+    """View ``source`` (distinct ``labels``) with the dims of ``target``.
+
+    The view is permuted, has a size-1 axis for each target label it lacks, and drops
+    the size-1 labels it has that the target lacks.
+    """
+    for position in reversed(range(len(labels))):
+        if labels[position] not in target:
+            source = source.squeeze(position)
+    labels = "".join(c for c in labels if c in target)
+    present = [char for char in target if char in labels]
+    source = source.permute([labels.index(char) for char in present])
+    for position, char in enumerate(target):
+        if char not in labels:
+            source = source.unsqueeze(position)
+    return source
+
+
+def finish(result: Any, term: str, view_term: str, sizes: Mapping[str, int]) -> Any:
+    """``result`` (labels ``term``) shown in ``view_term`` (broadcast), if one is given."""
+    if not view_term:
+        return result
+    return arrange(result, term, view_term).expand([sizes[c] for c in view_term])
