@@ -191,7 +191,7 @@ def compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
             def run_mul(live: Live, workspace: list[Any]) -> None:
                 a = a_view(a_prep(live[a_name], workspace) if a_prep.made else live[a_name])
                 b = b_view(b_prep(live[b_name], workspace) if b_prep.made else live[b_name])
-                out = empty(out_shape, dtype=a.dtype, device=a.device)
+                out = a.new_empty(out_shape)  # a method: no dtype, device to parse
                 multiply(a, b, out=out)
                 live[target] = present(out)
 

@@ -33,21 +33,20 @@ __all__ = ["CompiledSchedule", "Live", "Op", "compile_schedule"]
 
 
 def _compile_unreduce(event: Event, sizes: Mapping[str, int]) -> Op:
-    import torch
 
     lhs, _, target_term = event.equation.partition("->")
     (name,) = event.inputs
     target = event.tensor
     shape = [sizes[c] for c in target_term]
     distinct = "".join(dict.fromkeys(target_term))
-    maker = torch.zeros if len(distinct) < len(target_term) else torch.empty
+    zeroed = len(distinct) < len(target_term)
     expanded = [sizes[c] for c in distinct]
     spread = ViewChain(lambda t: arrange(t, lhs, distinct).expand(expanded))
     diagonal = ViewChain(lambda t: diagonal_view(t, target_term))
 
     def run_unreduce(live: Live, workspace: list[Any]) -> None:
         source = live[name]
-        out = maker(shape, dtype=source.dtype, device=source.device)
+        out = source.new_zeros(shape) if zeroed else source.new_empty(shape)
         diagonal(out).copy_(spread(source))
         live[target] = out
 

@@ -23,7 +23,8 @@ from typing import Any
 __all__ = ["ViewChain", "arrange", "contiguous_strides", "diagonal_view", "finish"]
 
 _RUN = object()
-"""A memo entry: run the chain itself (its result is not a view of its input)."""
+"""Not learnt yet, or a memo entry: run the chain itself (its result is not a view of
+its input)."""
 
 _MEMO_BOUND = 16
 """Strides remembered per chain; past it, new strides run the chain each time."""
@@ -86,7 +87,10 @@ class ViewChain:
         if stride in self.memo or len(self.memo) >= _MEMO_BOUND:
             return result  # known to run the chain, or no room left
         entry: Any
-        if result is tensor or (result.shape == tensor.shape and result.stride() == stride
+        if result is not tensor and tensor.device.type != "meta" and (
+                result.untyped_storage().data_ptr() != tensor.untyped_storage().data_ptr()):
+            entry = _RUN  # a copy, not a view: run the chain each time
+        elif result is tensor or (result.shape == tensor.shape and result.stride() == stride
                                 and result.storage_offset() == tensor.storage_offset()):
             entry = None
         else:

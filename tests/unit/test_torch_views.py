@@ -57,3 +57,12 @@ def test_a_chain_learns_each_stride_apart() -> None:
     _same_view(viewed(x.t()), x)  # another stride: learnt again, not replayed wrongly
     _same_view(viewed(x.t()), x)
     assert len(viewed.memo) == 2
+
+
+def test_a_chain_that_copies_is_run_each_time() -> None:
+    viewed = ViewChain(lambda t: t.permute(1, 0, 2).reshape(1, 12, 2))  # reshape copies
+    x = torch.arange(24.0).view(3, 4, 2)
+    for _ in range(2):
+        result = viewed(x)
+        assert torch.equal(result, x.permute(1, 0, 2).reshape(1, 12, 2))
+        assert result.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
