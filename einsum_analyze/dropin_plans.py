@@ -321,8 +321,8 @@ class _Cache:
         self.maxsize = maxsize
         self.plans: OrderedDict[tuple[Any, ...], DropinPlan] = OrderedDict()
         # An eager call's key of torch objects (dtype, device, torch.Size) -> the key of
-        # ``plans``: a cache hit converts nothing to text.
-        self.eager: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        # ``plans`` and its plan: a cache hit converts nothing to text and hashes one key.
+        self.eager: dict[tuple[Any, ...], tuple[tuple[Any, ...], DropinPlan]] = {}
         self.lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -356,38 +356,38 @@ def get_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str, dev
     with cache.lock:
         cache.plans[key] = plan
         cache.plans.move_to_end(key)
-        while len(cache.plans) > cache.maxsize:
-            cache.plans.popitem(last=False)
+        _bound(cache)
     return plan
 
 
 def eager_plan(fast: tuple[Any, ...]) -> DropinPlan | None:
     """The cached plan of an eager call's key, counted as a hit; None if not known.
 
-    ``fast`` holds the call's equation, options, dtype, device, the operands' shapes
-    (``torch.Size``) and which need gradients, as :mod:`einsum_analyze.torch` builds it;
-    :func:`remember_eager` ties it to the plan's key after a lookup by :func:`get_plan`.
+    ``fast`` holds the call's equation, options, dtype, device, which operands need
+    gradients and their shapes (``torch.Size``), as :mod:`einsum_analyze.torch` builds
+    it; :func:`remember_eager` ties it to the plan after a lookup by :func:`get_plan`.
     """
     cache = _CACHE
-    key = cache.eager.get(fast)
-    if key is None:
+    entry = cache.eager.get(fast)
+    if entry is None:
         return None
+    key, plan = entry
     with cache.lock:
-        plan = cache.plans.get(key)
-        if plan is None:  # dropped since: look it up again
+        try:
+            cache.plans.move_to_end(key)
+        except KeyError:  # dropped since: look it up again
             return None
         cache.hits += 1
-        cache.plans.move_to_end(key)
-        return plan
+    return plan
 
 
-def remember_eager(fast: tuple[Any, ...], key: tuple[Any, ...]) -> None:
-    """Tie an eager call's key to ``key``, the arguments :func:`get_plan` was given."""
+def remember_eager(fast: tuple[Any, ...], key: tuple[Any, ...], plan: DropinPlan) -> None:
+    """Tie an eager call's key to ``plan``, which :func:`get_plan` gave for ``key``."""
     cache = _CACHE
     with cache.lock:
         if len(cache.eager) >= 4 * cache.maxsize:
-            cache.eager.clear()  # bounded: keys whose plans were dropped go too
-        cache.eager[fast] = key
+            cache.eager.clear()  # bounded: several eager keys may find one plan
+        cache.eager[fast] = (key, plan)
 
 
 def cache_info() -> CacheInfo:
@@ -410,5 +410,14 @@ def set_cache_size(maxsize: int) -> None:
         raise ValueError("the plan cache holds at least 1 plan")
     with _CACHE.lock:
         _CACHE.maxsize = maxsize
-        while len(_CACHE.plans) > maxsize:
-            _CACHE.plans.popitem(last=False)
+        _bound(_CACHE)
+
+
+def _bound(cache: _Cache) -> None:
+    """Drop the least recent plans past the bound, and the eager keys that find them."""
+    dropped: set[tuple[Any, ...]] = set()
+    while len(cache.plans) > cache.maxsize:
+        dropped.add(cache.plans.popitem(last=False)[0])
+    if dropped:
+        for fast in [f for f, (key, _) in cache.eager.items() if key in dropped]:
+            del cache.eager[fast]

@@ -56,6 +56,7 @@ __all__ = [
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+_SEQUENCES = (list, tuple)
 
 _DTYPES = {
     torch.float16: "float16",
@@ -70,20 +71,6 @@ _DTYPES = {
 def _plan_for(operands: Sequence[torch.Tensor], equation: str, strategy: str, optimize: str,
               budget: int, mask: Sequence[bool]) -> DropinPlan:
     return get_plan(*_plan_key(operands, equation, strategy, optimize, budget, mask))
-
-
-def _eager_plan(operands: Sequence[torch.Tensor], equation: str, strategy: str, optimize: str,
-                budget: int, mask: Sequence[bool]) -> DropinPlan:
-    """:func:`_plan_for`, from a key of torch objects once the call has been seen."""
-    first = operands[0]
-    fast = (equation, strategy, optimize, budget, first.dtype, first.device, *mask,
-            *[t.shape for t in operands])
-    plan = eager_plan(fast)
-    if plan is None:
-        key = _plan_key(operands, equation, strategy, optimize, budget, mask)
-        plan = get_plan(*key)
-        remember_eager(fast, key)
-    return plan
 
 
 def _plan_key(operands: Sequence[torch.Tensor], equation: str, strategy: str, optimize: str,
@@ -284,16 +271,20 @@ def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | 
         RuntimeError: Bad equations, operand counts or shapes, mixed devices or dtypes
             (as torch.einsum raises), with a one-line message.
     """
-    if len(operands) == 1 and isinstance(operands[0], list | tuple):
+    if len(operands) == 1 and isinstance(operands[0], _SEQUENCES):
         operands = tuple(operands[0])
     if not operands:
         raise DropinError("einsum(): must provide at least one operand")
     first = operands[0]
     device, dtype = first.device, first.dtype
-    low = _autocast_dtype(device.type)
-    if low is not None and all(t.is_floating_point() for t in operands):
-        operands = tuple(t.to(low) for t in operands)
-        dtype = low
+    if _any_autocast is None or _any_autocast():
+        low = _autocast_dtype(device.type)
+        if low is not None and all(t.is_floating_point() for t in operands):
+            operands = tuple(t.to(low) for t in operands)
+            dtype = low
+    grad_on = torch.is_grad_enabled()
+    tensors: list[torch.Tensor] = []
+    mask: list[bool] = []
     for t in operands:
         if t.device != device:
             raise DropinError(
@@ -306,12 +297,18 @@ def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | 
                 + ", ".join(dict.fromkeys(str(t.dtype) for t in operands))
                 + " (convert them, or use torch.autocast)"
             )
-    tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
-    grad_on = torch.is_grad_enabled()
-    mask = [grad_on and t.requires_grad for t in tensors]
+        tensors.append(t if t.is_contiguous() else t.contiguous())
+        mask.append(grad_on and t.requires_grad)
     budget_value = NO_BUDGET if budget is None else _budget_bytes(budget)
     if EAGER_FAST_PATH and not torch.compiler.is_compiling():
-        plan = _eager_plan(tensors, equation, strategy, optimize, budget_value, mask)
+        # The plan by a key of torch objects: a cache hit converts nothing to text.
+        fast = (equation, strategy, optimize, budget_value, dtype, device, *mask,
+                *[t.shape for t in tensors])
+        plan = eager_plan(fast)
+        if plan is None:
+            key = _plan_key(tensors, equation, strategy, optimize, budget_value, mask)
+            plan = get_plan(*key)
+            remember_eager(fast, key, plan)
         if not any(mask):
             return _forward_output(plan, tensors)
         if _functorch_active is None or _functorch_active():
@@ -383,6 +380,10 @@ _apply_eager: Callable[..., torch.Tensor] = getattr(
 """``autograd.Function.apply`` without its Python wrapper, which binds default arguments
 (the node has none) and unwraps functorch's dead wrappers (none outside a functorch
 transform, where :func:`einsum` calls the wrapper): a microsecond less per call."""
+
+_any_autocast: Callable[[], bool] | None = getattr(torch._C, "_is_any_autocast_enabled", None)
+"""Whether autocast is on for any device type (one call, where the per-device question
+parses its argument); None: this torch cannot say, and the device's is asked."""
 
 _functorch_active: Callable[[], bool] | None = getattr(
     torch._C, "_are_functorch_transforms_active", None)

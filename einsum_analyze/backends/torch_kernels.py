@@ -1,11 +1,11 @@
 """Compile a schedule event by event into torch calls, holding exactly the tensors it names.
 
 Each event is compiled once into a small function over a dict of live tensors, so that
-timed runs pay no planning. Contractions run the kernels chosen by
-:mod:`einsum_analyze.lowering`: sums of private indices and layout copies into
-temporaries, then one ``bmm`` or ``mul`` written into a freshly allocated output with
-``out=``. Nothing else is allocated, so the device's allocator sees what the memory
-replay predicts.
+timed runs pay no planning. Contractions (:mod:`.torch_contract`) run the kernels chosen
+by :mod:`einsum_analyze.lowering`: sums of private indices and layout copies into
+temporaries, then one ``mm``/``bmm`` or ``mul`` into a fresh output. Nothing else is
+allocated, so the device's allocator sees what the memory replay predicts. The views
+an event reads are replayed as one ``as_strided`` each (:mod:`.torch_views`).
 
 Complex gradients follow torch's convention (``grad_a = grad_y * conj(b)``). Lazily
 conjugated tensors would make ``sum``, ``bmm`` and ``mul`` copy their input silently,
@@ -21,260 +21,33 @@ torch is imported inside the functions: importing this module costs nothing.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..lowering import InputPrep, Kernel
 from ..memory import Event
-from .relabel import ascii_equation
+from .torch_contract import Live, Op, compile_contract
+from .torch_views import ViewChain, arrange, diagonal_view
 
 __all__ = ["CompiledSchedule", "Live", "Op", "compile_schedule"]
 
-Live = dict[str, Any]
-Op = Callable[[Live, list[Any]], dict[str, Any] | None]
-"""One event: reads and updates the live tensors, appends its temporaries to the list,
-and returns the kept copies that replace inputs (applied by the caller), if any."""
-
-
-def _diagonal_view(tensor: Any, term: str) -> Any:
-    """A strided view with one axis per distinct label of ``term`` (a diagonal)."""
-    distinct = "".join(dict.fromkeys(term))
-    if len(distinct) == len(term):
-        return tensor
-    sizes, strides = [], []
-    for char in distinct:
-        positions = [p for p, c in enumerate(term) if c == char]
-        sizes.append(tensor.shape[positions[0]])
-        strides.append(sum(tensor.stride(p) for p in positions))
-    return tensor.as_strided(sizes, strides, tensor.storage_offset())
-
-
-def _arrange(source: Any, labels: str, target: str) -> Any:
-    """View ``source`` (distinct ``labels``) with the dims of ``target``.
-
-    The view is permuted, has a size-1 axis for each target label it lacks, and drops
-    the size-1 labels it has that the target lacks.
-    """
-    for position in reversed(range(len(labels))):
-        if labels[position] not in target:
-            source = source.squeeze(position)
-    labels = "".join(c for c in labels if c in target)
-    present = [char for char in target if char in labels]
-    source = source.permute([labels.index(char) for char in present])
-    for position, char in enumerate(target):
-        if char not in labels:
-            source = source.unsqueeze(position)
-    return source
-
-
-class _Input:
-    """Compiled preparation of one contraction input."""
-
-    def __init__(self, term: str, prep: InputPrep, sizes: Mapping[str, int]) -> None:
-        distinct = "".join(dict.fromkeys(term))
-        self.term = term
-        self.drop = tuple(p for p, c in enumerate(distinct) if sizes[c] == 1)
-        labels = "".join(c for c in distinct if sizes[c] != 1)
-        self.reduce_perm: tuple[int, ...] = ()
-        self.reduce_dims: tuple[int, ...] = ()
-        self.keep_shape: tuple[int, ...] = ()
-        if prep.reduce:
-            self.reduce_perm = tuple(labels.index(c) for c in prep.keep + prep.reduce)
-            self.reduce_dims = tuple(range(len(prep.keep), len(prep.keep) + len(prep.reduce)))
-            self.keep_shape = tuple(sizes[c] for c in prep.keep)
-            labels = "".join(prep.keep)
-        self.copy_perm: tuple[int, ...] = ()
-        self.copy_shape: tuple[int, ...] = ()
-        if prep.copy:
-            self.copy_perm = tuple(labels.index(c) for c in prep.copy)
-            self.copy_shape = tuple(sizes[c] for c in prep.copy)
-            labels = "".join(prep.copy)
-        self.labels = labels
-        self.memory_perm = tuple(labels.index(c) for c in prep.order)
-        self.plain = len(distinct) == len(term) and not self.drop
-
-    def __call__(self, tensor: Any, workspace: list[Any]) -> Any:
-        import torch
-
-        if self.plain and not self.reduce_perm and not self.copy_perm:
-            return tensor
-        view = tensor if self.plain else _diagonal_view(tensor, self.term)
-        for position in reversed(self.drop):
-            view = view.squeeze(position)
-        if self.reduce_perm:
-            buffer = torch.empty(self.keep_shape, dtype=view.dtype, device=view.device)
-            workspace.append(buffer)
-            torch.sum(view.permute(self.reduce_perm), dim=self.reduce_dims, out=buffer)
-            view = buffer
-        if self.copy_perm:
-            buffer = torch.empty(self.copy_shape, dtype=view.dtype, device=view.device)
-            workspace.append(buffer)
-            buffer.copy_(view.permute(self.copy_perm))
-            view = buffer
-        return view
-
-
-def _compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
-    import torch
-
-    lhs, _, out_term = event.equation.partition("->")
-    terms = lhs.split(",")
-    kernel = event.kernel
-    names = event.inputs
-    target = event.tensor
-    view_term = event.view
-
-    if kernel is None or kernel.kind == "einsum":
-        equation = ascii_equation(event.equation)
-
-        def run_einsum(live: Live, workspace: list[Any]) -> None:
-            inputs = [live[name] for name in names]
-            result = torch.einsum(equation, *inputs).clone(memory_format=torch.contiguous_format)
-            live[target] = _finish(result, out_term, view_term, sizes)
-
-        return run_einsum
-
-    preps = [_Input(term, prep, sizes) for term, prep in zip(terms, kernel.inputs, strict=True)]
-    out_labels = "".join(kernel.out_order)
-    out_shape = tuple(sizes[c] for c in kernel.out_order)
-    present = _presenter(out_labels, out_shape, out_term, view_term, sizes)
-
-    match kernel.kind:
-        case "reduce":
-            (prep,) = preps
-            perm, dims = prep.reduce_perm, prep.reduce_dims
-            (name,) = names
-
-            def run_reduce(live: Live, workspace: list[Any]) -> None:
-                view = _diagonal_view(live[name], prep.term)
-                for position in reversed(prep.drop):
-                    view = view.squeeze(position)
-                out = torch.empty(out_shape, dtype=view.dtype, device=view.device)
-                torch.sum(view.permute(perm), dim=dims, out=out)
-                live[target] = present(out)
-
-            return run_reduce
-        case "copy":
-            (prep,) = preps
-            (name,) = names
-            perm = prep.memory_perm
-
-            def run_copy(live: Live, workspace: list[Any]) -> None:
-                view = prep(live[name], workspace)
-                out = torch.empty(out_shape, dtype=view.dtype, device=view.device)
-                out.copy_(view.permute(perm))
-                live[target] = present(out)
-
-            return run_copy
-        case "mul":
-            a_prep, b_prep = preps
-            a_name, b_name = names
-
-            def run_mul(live: Live, workspace: list[Any]) -> None:
-                a = a_prep(live[a_name], workspace)
-                b = b_prep(live[b_name], workspace)
-                out = torch.empty(out_shape, dtype=a.dtype, device=a.device)
-                torch.mul(_arrange(a, a_prep.labels, out_labels),
-                          _arrange(b, b_prep.labels, out_labels), out=out)
-                live[target] = present(out)
-
-            return run_mul
-        case "bmm":
-            return _compile_bmm(kernel, preps, names, target, present, sizes)
-        case _:
-            raise AssertionError(f"unknown kernel {kernel.kind!r}")
-
-
-def _presenter(out_labels: str, out_shape: tuple[int, ...], out_term: str, view_term: str,
-               sizes: Mapping[str, int]) -> Callable[[Any], Any]:
-    """The view of a fresh contiguous output in the step's term, as one ``as_strided``.
-
-    Its sizes and strides are found once, on a meta tensor, by the same views
-    (:func:`_arrange`, :func:`_finish`): one call per step instead of several.
-    """
-    import torch
-
-    meta = torch.empty(out_shape, device="meta")
-    shown = _finish(_arrange(meta, out_labels, out_term), out_term, view_term, sizes)
-    size, stride = tuple(shown.shape), tuple(shown.stride())
-    return lambda buffer: buffer.as_strided(size, stride)
-
-
-def _compile_bmm(
-    kernel: Kernel, preps: Sequence[_Input], names: Sequence[str], target: str,
-    present: Callable[[Any], Any], sizes: Mapping[str, int],
-) -> Op:
-    import torch
-
-    a_prep, b_prep = preps
-    a_name, b_name = names
-    nb = math.prod(sizes[c] for c in kernel.batch)
-    nl = math.prod(sizes[c] for c in kernel.left)
-    nk = math.prod(sizes[c] for c in kernel.contracted)
-    nr = math.prod(sizes[c] for c in kernel.right)
-    a_order = kernel.inputs[0].order
-    b_order = kernel.inputs[1].order
-    nbatch = len(kernel.batch)
-    # A is (batch, left, contracted) or (batch, contracted, left) in memory.
-    a_left_first = tuple(a_order[nbatch:nbatch + len(kernel.left)]) == kernel.left
-    b_contracted_first = tuple(b_order[nbatch:nbatch + len(kernel.contracted)]) == kernel.contracted
-    a_shape = (nb, nl, nk) if a_left_first else (nb, nk, nl)
-    b_shape = (nb, nk, nr) if b_contracted_first else (nb, nr, nk)
-
-    promoted = [(position, names[position], preps[position]) for position in kernel.promote]
-    # The lowering may ask for the output as (batch, right, left): the transposed product.
-    swapped = tuple(kernel.out_order) != kernel.batch + kernel.left + kernel.right
-
-    def run_bmm(live: Live, workspace: list[Any]) -> dict[str, Any] | None:
-        a_ready = a_prep(live[a_name], workspace)
-        b_ready = b_prep(live[b_name], workspace)
-        a = a_ready.permute(a_prep.memory_perm).view(a_shape)
-        b = b_ready.permute(b_prep.memory_perm).view(b_shape)
-        if not a_left_first:
-            a = a.transpose(1, 2)
-        if not b_contracted_first:
-            b = b.transpose(1, 2)
-        if swapped:
-            out = torch.empty((nb, nr, nl), dtype=a.dtype, device=a.device)
-            torch.bmm(b.transpose(1, 2), a.transpose(1, 2), out=out)
-        else:
-            out = torch.empty((nb, nl, nr), dtype=a.dtype, device=a.device)
-            torch.bmm(a, b, out=out)
-        live[target] = present(out)
-        if not promoted:
-            return None
-        ready = (a_ready, b_ready)
-        return {
-            name: _arrange(ready[position], prep.labels, prep.term)
-            for position, name, prep in promoted
-        }
-
-    return run_bmm
-
-
-def _finish(result: Any, term: str, view_term: str, sizes: Mapping[str, int]) -> Any:
-    if not view_term:
-        return result
-    return _arrange(result, term, view_term).expand([sizes[c] for c in view_term])
-
 
 def _compile_unreduce(event: Event, sizes: Mapping[str, int]) -> Op:
-    import torch
 
     lhs, _, target_term = event.equation.partition("->")
     (name,) = event.inputs
     target = event.tensor
     shape = [sizes[c] for c in target_term]
     distinct = "".join(dict.fromkeys(target_term))
-    maker = torch.zeros if len(distinct) < len(target_term) else torch.empty
+    zeroed = len(distinct) < len(target_term)
     expanded = [sizes[c] for c in distinct]
+    spread = ViewChain(lambda t: arrange(t, lhs, distinct).expand(expanded))
+    diagonal = ViewChain(lambda t: diagonal_view(t, target_term))
 
     def run_unreduce(live: Live, workspace: list[Any]) -> None:
         source = live[name]
-        out = maker(shape, dtype=source.dtype, device=source.device)
-        _diagonal_view(out, target_term).copy_(_arrange(source, lhs, distinct).expand(expanded))
+        out = source.new_zeros(shape) if zeroed else source.new_empty(shape)
+        diagonal(out).copy_(spread(source))
         live[target] = out
 
     return run_unreduce
@@ -285,9 +58,10 @@ def _compile_view(event: Event, sizes: Mapping[str, int]) -> Op:
     (name,) = event.inputs
     target = event.tensor
     shape = [sizes[c] for c in target_term]
+    arranged = ViewChain(lambda t: arrange(t, lhs, target_term).expand(shape))
 
     def run_view(live: Live, workspace: list[Any]) -> None:
-        live[target] = _arrange(live.pop(name), lhs, target_term).expand(shape)
+        live[target] = arranged(live.pop(name))
 
     return run_view
 
@@ -326,9 +100,10 @@ def _compile_slice(event: Event) -> Op:
     (name,) = event.inputs
     target = event.tensor
     copy = event.op == "slice_copy"
+    part = ViewChain(lambda t: t[index])
 
     def run_slice(live: Live, workspace: list[Any]) -> None:
-        view = live[name][index]
+        view = part(live[name])
         if copy:
             out = torch.empty(view.shape, dtype=view.dtype, device=view.device)
             out.copy_(view)
@@ -343,10 +118,11 @@ def _compile_accumulate(event: Event) -> Op:
     index = part_index(full, event.ranges)
     buffer_name, part_name = event.inputs
     target = event.tensor
+    part = ViewChain(lambda t: t[index])
 
     def run_accumulate(live: Live, workspace: list[Any]) -> None:
         buffer = live.pop(buffer_name)
-        buffer[index].add_(live[part_name])
+        part(buffer).add_(live[part_name])
         live[target] = buffer
 
     return run_accumulate
@@ -412,7 +188,7 @@ def compile_schedule(events: Sequence[Event], sizes: Mapping[str, int]) -> Compi
                 if event.inputs[0] in (output, result):
                     result = event.tensor
             case "contract":
-                phase.append(_compile_contract(event, sizes))
+                phase.append(compile_contract(event, sizes))
             case "unreduce":
                 phase.append(_compile_unreduce(event, sizes))
             case "view":
@@ -460,8 +236,10 @@ def _then_unconjugate(last: Op, gradients: Sequence[str]) -> Op:
         done: set[int] = set()
         for name in gradients:
             tensor = live.get(name)
-            if tensor is None or not tensor.is_complex():
+            if tensor is None:
                 continue
+            if not tensor.is_complex():
+                return kept  # the gradients share the operands' dtype
             storage = tensor.untyped_storage()
             if storage.data_ptr() in done:
                 continue
