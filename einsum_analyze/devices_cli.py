@@ -77,10 +77,11 @@ def run_devices(report: Report, devices: DeviceList, *, repeats: int, warmup: in
 def render_distributed(result: DistributedResult, out: Console, err: Console) -> None:
     """The per-device table and the speedup line; a failed rank's error on ``err``."""
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     from .formatting import format_bytes, format_seconds
-    from .render import fit
+    from .render import fit, plural
 
     def seconds(value: float | None) -> str:
         return format_seconds(value) if value is not None else "-"
@@ -90,7 +91,7 @@ def render_distributed(result: DistributedResult, out: Console, err: Console) ->
 
     table = Table(
         title=f"Sliced step on {len(result.devices)} devices ({result.backend}): "
-        f"{result.slice_count} slices",
+        f"{plural(result.slice_count, 'slice')}",
         caption="median per step; wait: for the slowest device before the all-reduce; "
         "comm: all-reduce of the output and gradients; peak: measured, inputs included",
         box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0))
@@ -114,4 +115,5 @@ def render_distributed(result: DistributedResult, out: Console, err: Console) ->
                   f"{result.speedup:.2f}x one device, efficiency {result.efficiency:.2f}{error}",
                   highlight=False)
     for line in result.errors:
-        err.print(f"[red]error:[/red] distributed run failed: {line}", highlight=False)
+        # A rank's error quotes gloo's source paths, "[/__w/pytorch/...]": not markup.
+        err.print(f"[red]error:[/red] distributed run failed: {escape(line)}", highlight=False)
