@@ -602,6 +602,9 @@ class _RunOptions:
         if any(name.lower() == "none" for name in names):
             if len(names) > 1:
                 raise click.UsageError("--device none cannot be combined with other devices")
+            if self.spread is not None:
+                raise click.UsageError("--device none runs nothing but --devices runs the "
+                                       "sliced plan: drop --device none")
             return ()
         return names
 
