@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .backends.base import Run
@@ -45,7 +46,8 @@ def _roofline_table(report: Report) -> Table | None:
     if roofline is None or not roofline.strategies:
         return None
     table = Table(
-        title=f"Roofline ({profile_line(roofline.profile, roofline.dtype)})",
+        # A profile file's name is the user's text, not markup ("[/x]" would raise).
+        title=f"Roofline ({escape(profile_line(roofline.profile, roofline.dtype))})",
         caption="bound: sum over the steps of max(FLOPs / rate, bytes / bandwidth); "
         "FLOPs: what the lowered kernels do, then opt_einsum's convention; moved: inputs "
         "read once and outputs written once; copies: extra bytes of layout copies, not in "

@@ -47,6 +47,13 @@ def test_no_roofline_without_the_option():
     ("fields.json", '{"flops_per_s": 1e12}', "missing field 'bandwidth_bytes_per_s'"),
     ("dtype.json", '{"bandwidth_bytes_per_s": 1e12, "flops_per_s": {"float64": 1e12}}',
      "no flops_per_s for dtype float32"),
+    ("long.json", '{"name": "' + "n" * 65 + '", "bandwidth_bytes_per_s": 1, "flops_per_s": 1}',
+     "name must be 1 to 64 printable characters"),
+    ("newline.json", '{"name": "a\\nb", "bandwidth_bytes_per_s": 1, "flops_per_s": 1}',
+     "name must be"),
+    ("array.json", "[1, 2]", "expected a JSON object"),
+    ("bool.json", '{"bandwidth_bytes_per_s": true, "flops_per_s": 1}', "must be a number"),
+    ("empty.json", '{"bandwidth_bytes_per_s": 1, "flops_per_s": {}}', "flops_per_s is empty"),
 ])
 def test_bad_roofline_is_one_line_exit_2(tmp_path, monkeypatch, value, content, culprit):
     monkeypatch.chdir(tmp_path)
@@ -118,3 +125,11 @@ def test_profile_steps_with_numpy_backend_says_nothing_was_timed():
                     "--profile-steps", "--repeats", "1", "--warmup", "0")
     assert result.exit_code == 0, result.stderr
     assert "no step was timed: --profile-steps needs --backend torch" in result.stdout
+
+
+def test_a_profile_name_is_text_not_markup(tmp_path):
+    path = tmp_path / "markup.json"
+    path.write_text('{"name": "[/x] gpu", "bandwidth_bytes_per_s": 1e12, "flops_per_s": 1e13}')
+    result = invoke(*TUCKER, "--device", "none", "--roofline", str(path))
+    assert result.exit_code == 0, result.stderr
+    assert "Roofline (FILE [/x] gpu: 1 TB/s, 10 TFLOP/s float32)" in result.stdout
