@@ -133,3 +133,21 @@ def test_a_profile_name_is_text_not_markup(tmp_path):
     result = invoke(*TUCKER, "--device", "none", "--roofline", str(path))
     assert result.exit_code == 0, result.stderr
     assert "Roofline (FILE [/x] gpu: 1 TB/s, 10 TFLOP/s float32)" in result.stdout
+
+
+@pytest.mark.parametrize(("ratio", "text"), [
+    (0.0, "0%"), (0.12, "12%"), (1.0, "100%"), (43.0, "4300%"), (0.0091, "0.91%"),
+    (0.00049, "0.049%"), (0.01, "1%"),
+])
+def test_a_small_share_or_efficiency_is_not_printed_as_zero(ratio, text):
+    from einsum_analyze.render_roofline import percent
+
+    assert percent(ratio) == text
+
+
+def test_the_steps_title_is_one_line_at_120_columns(tmp_path):
+    result = invoke(*TUCKER, "--device", "cpu", "--strategy", "reverse", "--profile-steps",
+                    "--repeats", "1", "--warmup", "0", columns=120)
+    assert result.exit_code == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if "Costliest steps" in line)
+    assert line.strip().endswith("between them)")
