@@ -90,7 +90,7 @@ def render_distributed(result: DistributedResult, out: Console, err: Console) ->
         return format_bytes(value) if value is not None else "-"
 
     table = Table(
-        title=f"Sliced step on {len(result.devices)} devices ({result.backend}): "
+        title=f"Sliced step on {plural(len(result.devices), 'device')} ({result.backend}): "
         f"{plural(result.slice_count, 'slice')}",
         caption="median per step; wait: for the slowest device before the all-reduce; "
         "comm: all-reduce of the output and gradients; peak: measured, inputs included",
@@ -111,9 +111,14 @@ def render_distributed(result: DistributedResult, out: Console, err: Console) ->
     if result.speedup is not None and result.efficiency is not None:
         error = (f", grad err {result.max_grad_error:.1e}"
                  if result.max_grad_error is not None else "")
-        out.print(f"step {seconds(result.step_s)} on {len(result.devices)} devices: "
-                  f"{result.speedup:.2f}x one device, efficiency {result.efficiency:.2f}{error}",
-                  highlight=False)
+        out.print(f"step {seconds(result.step_s)} on {plural(len(result.devices), 'device')}: "
+                  f"{_ratio(result.speedup)}x one device, efficiency "
+                  f"{_ratio(result.efficiency)}{error}", highlight=False)
     for line in result.errors:
         # A rank's error quotes gloo's source paths, "[/__w/pytorch/...]": not markup.
         err.print(f"[red]error:[/red] distributed run failed: {escape(line)}", highlight=False)
+
+
+def _ratio(value: float) -> str:
+    """``1.85``; below 0.1 two significant figures (``0.0043``), never ``0.00``."""
+    return f"{value:.2f}" if value == 0 or value >= 0.1 else f"{value:.2g}"

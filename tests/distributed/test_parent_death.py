@@ -87,3 +87,23 @@ def test_a_gloo_error_with_brackets_is_printed_not_parsed() -> None:
     assert "pair.cc:537] Read error [127.0.0.1]:8118" in text
     title = out.export_text().strip().splitlines()[0].strip()
     assert title == "Sliced step on 2 devices (gloo): 1 slice"
+
+
+def test_a_slow_step_reads_its_speedup_not_zero() -> None:
+    from rich.console import Console
+
+    from einsum_analyze.devices_cli import render_distributed
+    from einsum_analyze.distributed.run import DeviceFigures, DistributedResult
+
+    result = DistributedResult(
+        devices=("cpu:0",), backend="gloo", slice_count=4,
+        per_device=(DeviceFigures(rank=0, device="cpu:0", slices=(0, 1, 2, 3),
+                                  compute_s=0.05),),
+        step_s=0.05, single_device={"device": "cpu:0", "slices": 4, "seconds": 0.0002,
+                                    "peak_bytes_measured": 8, "peak_bytes_predicted": 8},
+        reduce_bytes=8, max_grad_error=1e-7, output_error=1e-7, failed=False, timings={})
+    out = Console(record=True, width=200)
+    render_distributed(result, out, Console(record=True))
+    text = out.export_text()
+    assert "Sliced step on 1 device (gloo): 4 slices" in text
+    assert "step 50 ms on 1 device: 0.004x one device, efficiency 0.004," in text
