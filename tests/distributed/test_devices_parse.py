@@ -31,3 +31,27 @@ def test_bad_lists_are_refused_at_once(text: str, culprit: str) -> None:
 def test_a_large_cpu_number_only_names_the_process() -> None:
     assert parse_devices("cpu:7,cpu*2", cuda_count=lambda: 0).devices == (
         "cpu:7", "cpu:0", "cpu:1")
+
+
+@pytest.mark.parametrize("assignment", [
+    [[0, 1]],               # one list for two devices
+    [[0], [1], []],         # three lists
+    [[0, 1], [1, 2, 3]],    # slice 1 twice
+    [[0], [1, 2]],          # slice 3 missing
+    [[0, 1], [2, 9]],       # no slice 9
+])
+def test_a_bad_assignment_is_refused_before_any_process(assignment: list[list[int]]) -> None:
+    from standin import StandInSlices
+
+    from einsum_analyze.distributed.contract import DistributedJob
+    from einsum_analyze.distributed.run import run_distributed
+    from einsum_analyze.errors import PlanningError
+
+    runner = StandInSlices("ij,jk->ik", (("i", 2), ("j", 4), ("k", 2)), "j")  # 4 slices
+    job = DistributedJob(runner=runner, text="ij,jk->ik", explicit="ij,jk->ik",
+                         shapes=((2, 4), (4, 2)), output_shape=(2, 2), dtype="float64",
+                         grad=(0, 1), repeats=1, warmup=0, timeout_s=30.0)
+    start = time.perf_counter()
+    with pytest.raises(PlanningError, match="every slice 0 to 3 in exactly one"):
+        run_distributed(job, parse_devices("cpu*2"), assignment=assignment)
+    assert time.perf_counter() - start < 1.0
