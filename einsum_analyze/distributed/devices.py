@@ -97,16 +97,16 @@ def _expand(raw: str, cuda_count: Callable[[], int]) -> list[str]:
         return [f"cuda:{k}" for k in range(count)]
     kind, star, times = raw.partition("*")
     if star:
-        count = _number(times)
-        if kind not in ("cpu", "cuda") or count is None or count < 1:
+        processes = _number(times)
+        if kind not in ("cpu", "cuda") or processes is None or processes < 1:
             raise BackendUnavailableError(
                 f"--devices: {raw!r:.40} is not cpu*N or cuda*N with N at least 1"
             )
-        if count > MAX_CPU_PROCESSES:  # before a list of that many names is made
+        if processes > MAX_CPU_PROCESSES:  # before a list of that many names is made
             raise BackendUnavailableError(
-                f"--devices asks for {count} processes; at most {MAX_CPU_PROCESSES}"
+                f"--devices asks for {processes} processes; at most {MAX_CPU_PROCESSES}"
             )
-        return [f"{kind}:{k}" for k in range(count)]
+        return [f"{kind}:{k}" for k in range(processes)]
     kind, colon, index = raw.partition(":")
     number = _number(index) if colon else 0
     if kind not in ("cpu", "cuda") or number is None:

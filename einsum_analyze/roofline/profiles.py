@@ -23,7 +23,8 @@ from typing import Any
 from .._types import DTYPE_ITEMSIZE
 from ..errors import PlanningError
 
-__all__ = ["MAX_NAME", "NOMINAL", "DeviceProfile", "load_profile", "profile_from_dict", "profile_names"]
+__all__ = ["MAX_NAME", "NOMINAL", "DeviceProfile", "load_profile", "profile_from_dict",
+           "profile_names"]
 
 SOURCES = ("nominal", "file", "calibrated")
 
