@@ -151,3 +151,11 @@ def test_the_steps_title_is_one_line_at_120_columns(tmp_path):
     assert result.exit_code == 0, result.stderr
     line = next(line for line in result.stdout.splitlines() if "Costliest steps" in line)
     assert line.strip().endswith("between them)")
+
+
+def test_the_search_title_keeps_its_time_whole_at_60_columns():
+    result = invoke(*TUCKER, "--device", "none", "--strategy", "reverse,checkpoint",
+                    "--budget", "40KiB", columns=60)
+    assert result.exit_code in (0, 1), result.stderr
+    line = next(line for line in result.stdout.splitlines() if "Training-aware search" in line)
+    assert line.strip().endswith(")"), line
