@@ -61,8 +61,8 @@ def precision_line(environment: Mapping[str, Any]) -> str | None:
     """The terminal's line under the runs for a mode other than ``highest``, else None.
 
     Example:
-        >>> precision_line({"precision": describe_precision("bf16", "bfloat16")})[:48]
-        'precision bf16: every tensor and product in bfl'
+        >>> precision_line({"precision": describe_precision("bf16", "bfloat16")})[:52]
+        'precision bf16: every tensor and product in bfloat16'
     """
     described = environment.get("precision")
     if not isinstance(described, dict) or described.get("mode", "highest") == "highest":
