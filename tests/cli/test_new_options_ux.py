@@ -1,4 +1,4 @@
-"""--precision other than highest is said under the runs, not only in the JSON."""
+"""--precision said under the runs; --profile-steps with --cases that run nothing refused."""
 
 from __future__ import annotations
 
@@ -23,3 +23,14 @@ def test_the_runs_name_their_precision(mode: str, said: str | None) -> None:
         assert "precision " not in result.stdout
     else:
         assert said in result.stdout
+
+
+def test_profile_steps_on_cases_that_run_nothing_is_refused(tmp_path) -> None:
+    cases = tmp_path / "cases.toml"
+    cases.write_text('[[cases]]\nname = "a"\nequation = "ij,jk->ik"\nshapes = "2x3,3x4"\n',
+                     encoding="utf-8")
+    result = CliRunner().invoke(cli, ["--cases", str(cases), "--device", "none",
+                                      "--profile-steps"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.strip() == "Error: --profile-steps times runs; drop --device none"
