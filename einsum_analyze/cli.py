@@ -30,7 +30,7 @@ from .devices_cli import DEVICES_HELP, check_devices, render_distributed, run_de
 from .errors import EinsumAnalyzeError
 from .parsing import parse_seconds, parse_shapes, parse_sizes, parse_strategy_names
 from .planning import OPTIMIZERS
-from .precision import PRECISIONS, precision_dtype
+from .precision import PRECISIONS, precision_dtype, precision_line
 from .strategies import STRATEGIES, get_strategy, strategy_names
 from .terminal import (
     check_json_path,
@@ -435,6 +435,8 @@ def _analyze(
         from .render import render_runs
 
         render_runs(report, out, console(stderr=True))
+        if (line := precision_line(report.environment)) is not None:
+            out.print(line, highlight=False)  # the runs' mode, else only in the JSON
         if run.profile_steps and report.runs:
             from .render_roofline import render_step_times
 

@@ -46,6 +46,9 @@ def analyze_cases(
                             max_search_s=settings.max_search_s)
     entries = parse_cases(text, fmt, defaults)
     devices = run.device_list()
+    if run.profile_steps and devices == () and not any(
+            entry.case is not None and entry.case.options.devices for entry in entries):
+        raise click.UsageError("--profile-steps times runs; drop --device none")
 
     runnable = [entry for entry in entries if entry.case is not None]
     with progress(show=json_path != "-") as shown:

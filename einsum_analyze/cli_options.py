@@ -80,6 +80,9 @@ class RunOptions:
         if any(name.lower() == "none" for name in names):
             if len(names) > 1:
                 raise click.UsageError("--device none cannot be combined with other devices")
+            if self.spread is not None:
+                raise click.UsageError("--device none runs nothing but --devices runs the "
+                                       "sliced plan: drop --device none")
             return ()
         return names
 

@@ -77,10 +77,11 @@ def run_devices(report: Report, devices: DeviceList, *, repeats: int, warmup: in
 def render_distributed(result: DistributedResult, out: Console, err: Console) -> None:
     """The per-device table and the speedup line; a failed rank's error on ``err``."""
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     from .formatting import format_bytes, format_seconds
-    from .render import fit
+    from .render import fit, plural
 
     def seconds(value: float | None) -> str:
         return format_seconds(value) if value is not None else "-"
@@ -89,8 +90,8 @@ def render_distributed(result: DistributedResult, out: Console, err: Console) ->
         return format_bytes(value) if value is not None else "-"
 
     table = Table(
-        title=f"Sliced step on {len(result.devices)} devices ({result.backend}): "
-        f"{result.slice_count} slices",
+        title=f"Sliced step on {plural(len(result.devices), 'device')} ({result.backend}): "
+        f"{plural(result.slice_count, 'slice')}",
         caption="median per step; wait: for the slowest device before the all-reduce; "
         "comm: all-reduce of the output and gradients; peak: measured, inputs included",
         box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0))
@@ -110,8 +111,14 @@ def render_distributed(result: DistributedResult, out: Console, err: Console) ->
     if result.speedup is not None and result.efficiency is not None:
         error = (f", grad err {result.max_grad_error:.1e}"
                  if result.max_grad_error is not None else "")
-        out.print(f"step {seconds(result.step_s)} on {len(result.devices)} devices: "
-                  f"{result.speedup:.2f}x one device, efficiency {result.efficiency:.2f}{error}",
-                  highlight=False)
+        out.print(f"step {seconds(result.step_s)} on {plural(len(result.devices), 'device')}: "
+                  f"{_ratio(result.speedup)}x one device, efficiency "
+                  f"{_ratio(result.efficiency)}{error}", highlight=False)
     for line in result.errors:
-        err.print(f"[red]error:[/red] distributed run failed: {line}", highlight=False)
+        # A rank's error quotes gloo's source paths, "[/__w/pytorch/...]": not markup.
+        err.print(f"[red]error:[/red] distributed run failed: {escape(line)}", highlight=False)
+
+
+def _ratio(value: float) -> str:
+    """``1.85``; below 0.1 two significant figures (``0.0043``), never ``0.00``."""
+    return f"{value:.2f}" if value == 0 or value >= 0.1 else f"{value:.2g}"

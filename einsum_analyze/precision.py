@@ -15,13 +15,14 @@ report says what the mode costs in accuracy. The mode is recorded in the report'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from .errors import EinsumAnalyzeError
 
-__all__ = ["PRECISIONS", "describe_precision", "precision_context", "precision_dtype"]
+__all__ = ["PRECISIONS", "describe_precision", "precision_context", "precision_dtype",
+           "precision_line"]
 
 PRECISIONS = ("highest", "tf32", "bf16", "fp16")
 """The modes, the default first."""
@@ -54,6 +55,22 @@ def precision_dtype(mode: str, dtype: str) -> str:
 def describe_precision(mode: str, compute_dtype: str) -> dict[str, Any]:
     """What ``environment.precision`` records: the mode, TF32, the compute dtype."""
     return {"mode": mode, "tf32": mode == "tf32", "compute_dtype": compute_dtype}
+
+
+def precision_line(environment: Mapping[str, Any]) -> str | None:
+    """The terminal's line under the runs for a mode other than ``highest``, else None.
+
+    Example:
+        >>> precision_line({"precision": describe_precision("bf16", "bfloat16")})[:52]
+        'precision bf16: every tensor and product in bfloat16'
+    """
+    described = environment.get("precision")
+    if not isinstance(described, dict) or described.get("mode", "highest") == "highest":
+        return None
+    how = ("float32 tensors, CUDA matrix products in TF32 (none on cpu)"
+           if described.get("tf32")
+           else f"every tensor and product in {described.get('compute_dtype')}")
+    return f"precision {described['mode']}: {how}; grad err is against the float64 oracle"
 
 
 @contextmanager

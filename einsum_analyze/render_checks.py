@@ -83,6 +83,8 @@ def render_batch(batch: BatchReport, console: Console) -> None:
 
     Why a case failed is not repeated here: the CLI prints it on stderr.
     """
+    from rich.markup import escape  # a case's name is the user's text, not markup
+
     table = Table(title=f"Cases: {len(batch.cases)}",
                   caption="bwd FLOPs and train peak: the first modelled strategy (the "
                   "inference peak when none); peaks include the inputs; fwd+bwd: the "
@@ -94,14 +96,14 @@ def render_batch(batch: BatchReport, console: Console) -> None:
     for outcome in batch.cases:
         report = outcome.report
         if report is None:
-            table.add_row(outcome.name, "[red]error[/red]", "-", "-", "-", "-", "-")
+            table.add_row(escape(outcome.name), "[red]error[/red]", "-", "-", "-", "-", "-")
             continue
         first = report.strategies[0] if report.strategies else None
         passed = sum(check.passed for check in report.budgets)
         status = {"ok": "[green]ok[/green]", "budget-exceeded": "[red]budget exceeded[/red]",
                   "error": "[red]error[/red]"}[outcome.status]
         table.add_row(
-            outcome.name,
+            escape(outcome.name),
             status,
             format_count(report.plan.flops),
             format_count(first.backward_flops) + f" ({first.name})" if first else "-",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .backends.base import Run
@@ -17,12 +18,12 @@ from .render import fit, wrap_equation
 from .report import Report
 from .roofline import DeviceProfile
 
-__all__ = ["TOP_STEPS", "profile_line", "render_roofline", "render_step_times"]
+__all__ = ["TOP_STEPS", "percent", "profile_line", "render_roofline", "render_step_times"]
 
 TOP_STEPS = 10
 """Rows of the costliest-steps table (the JSON report carries every step)."""
 
-STEP_FIGURES_WIDTH = 36
+STEP_FIGURES_WIDTH = 40
 """Columns the time, share, bound and efficiency take; the step's text wraps in the rest."""
 
 
@@ -45,7 +46,8 @@ def _roofline_table(report: Report) -> Table | None:
     if roofline is None or not roofline.strategies:
         return None
     table = Table(
-        title=f"Roofline ({profile_line(roofline.profile, roofline.dtype)})",
+        # A profile file's name is the user's text, not markup ("[/x]" would raise).
+        title=f"Roofline ({escape(profile_line(roofline.profile, roofline.dtype))})",
         caption="bound: sum over the steps of max(FLOPs / rate, bytes / bandwidth); "
         "FLOPs: what the lowered kernels do, then opt_einsum's convention; moved: inputs "
         "read once and outputs written once; copies: extra bytes of layout copies, not in "
@@ -85,9 +87,13 @@ def steps_table(report: Report, run: Run, width: int) -> Table:
     costliest = sorted(run.steps, key=lambda step: step.time_s, reverse=True)[:TOP_STEPS]
     shown = (f"top {len(costliest)} of {len(run.steps)}" if len(costliest) < len(run.steps)
              else f"all {len(run.steps)}")
+    title = (f"Costliest steps: {run.strategy} on {run.device} ({shown}; steps add up to "
+             f"{format_seconds(total)} with {format_seconds(run.other_s or 0.0)} between them)")
     table = Table(
-        title=f"Costliest steps: {run.strategy} on {run.device} ({shown}; steps add up to "
-        f"{format_seconds(total)} with {format_seconds(run.other_s or 0.0)} between them)",
+        title=title,
+        # As wide as the title where the console allows: a title wrapped to a narrow
+        # table splits its figures from their units ("140 / ms").
+        min_width=min(len(title), width),
         caption="time: median per call; share: of forward + backward; bound: the roofline "
         "on the device's calibration; efficiency: bound / time",
         box=box.SIMPLE_HEAD,
@@ -103,12 +109,19 @@ def steps_table(report: Report, run: Run, width: int) -> Table:
         table.add_row(
             wrap_equation(text, max(20, width - STEP_FIGURES_WIDTH)),
             format_seconds(step.time_s),
-            f"{step.time_s / total:.0%}" if total > 0 else "-",
+            percent(step.time_s / total) if total > 0 else "-",
             format_seconds(step.bound_s) if step.bound_s is not None else "-",
-            f"{step.bound_s / step.time_s:.0%}"
+            percent(step.bound_s / step.time_s)
             if step.bound_s is not None and step.time_s > 0 else "-",
         )
     return table
+
+
+def percent(ratio: float) -> str:
+    """``12%``; below 1%, two significant figures (``0.091%``): a small ratio is not 0%."""
+    if ratio == 0 or ratio >= 0.01:
+        return f"{ratio:.0%}"
+    return f"{ratio * 100:.2g}%"
 
 
 def render_step_times(report: Report, console: Console) -> None:

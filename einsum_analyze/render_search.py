@@ -76,9 +76,10 @@ def search_table(report: Report) -> Table | None:
     found = report.search
     if found is None:
         return None
+    title = (f"Training-aware search ({found.candidates} paths, objective "
+             f"{found.objective}, {format_seconds(found.search_s)})")
     table = Table(
-        title=f"Training-aware search ({found.candidates} paths, objective "
-        f"{found.objective}, {format_seconds(found.search_s)})",
+        title=title, min_width=len(title),  # a title wider than its table splits "607 / ms"
         caption="forward-optimal: least forward FLOPs among the candidates; "
         "training-optimal: least objective, budget aside; peaks include the inputs",
         box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0),

@@ -397,9 +397,13 @@ def _budget_bytes(budget: int | str | None) -> int:
     from .parsing import parse_byte_budget
 
     try:
-        return parse_byte_budget(budget, "budget")
+        value = parse_byte_budget(budget, "budget")
     except Exception as err:  # a BudgetError: one line
         raise DropinError(f"einsum(): {err}") from err
+    if value < 1:  # as analyze(budget=) says; 0 must not read as "no budget"
+        raise DropinError(f"einsum(): budget {budget!r} must be a size above 0 B, such as "
+                          "512MiB")
+    return value
 
 
 class patch(ContextDecorator):  # noqa: N801 - used as a function: ``with patch():``

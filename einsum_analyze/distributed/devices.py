@@ -13,6 +13,7 @@ refused with one line (:class:`~einsum_analyze.errors.BackendUnavailableError`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -76,7 +77,7 @@ def parse_devices(text: str, *, cuda_count: Callable[[], int] = _cuda_count) -> 
             raise BackendUnavailableError(
                 f"--devices: {name} does not exist; this machine has {count} CUDA device(s)"
             )
-    repeated = sorted({name for name in names if names.count(name) > 1})
+    repeated = sorted(name for name, times in Counter(names).items() if times > 1)
     if repeated:
         raise BackendUnavailableError(f"--devices names {repeated[0]} twice")
     if len(names) > MAX_CPU_PROCESSES:
@@ -96,14 +97,27 @@ def _expand(raw: str, cuda_count: Callable[[], int]) -> list[str]:
         return [f"cuda:{k}" for k in range(count)]
     kind, star, times = raw.partition("*")
     if star:
-        if kind not in ("cpu", "cuda") or not times.isdigit() or int(times) < 1:
+        processes = _number(times)
+        if kind not in ("cpu", "cuda") or processes is None or processes < 1:
             raise BackendUnavailableError(
-                f"--devices: {raw!r} is not cpu*N or cuda*N with N at least 1"
+                f"--devices: {raw!r:.40} is not cpu*N or cuda*N with N at least 1"
             )
-        return [f"{kind}:{k}" for k in range(int(times))]
+        if processes > MAX_CPU_PROCESSES:  # before a list of that many names is made
+            raise BackendUnavailableError(
+                f"--devices asks for {processes} processes; at most {MAX_CPU_PROCESSES}"
+            )
+        return [f"{kind}:{k}" for k in range(processes)]
     kind, colon, index = raw.partition(":")
-    if kind not in ("cpu", "cuda") or (colon and not index.isdigit()):
+    number = _number(index) if colon else 0
+    if kind not in ("cpu", "cuda") or number is None:
         raise BackendUnavailableError(
-            f"--devices: {raw!r} is not cpu, cpu:N, cuda, cuda:N, cpu*N or all"
+            f"--devices: {raw!r:.40} is not cpu, cpu:N, cuda, cuda:N, cpu*N or all"
         )
-    return [f"{kind}:{int(index) if colon else 0}"]
+    return [f"{kind}:{number}"]
+
+
+def _number(text: str) -> int | None:
+    """ASCII digits (at most 18) as an int, else None (``²`` is a digit to str.isdigit)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
+        return None
+    return int(text)

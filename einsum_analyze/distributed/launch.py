@@ -12,15 +12,19 @@ result queue and every process:
 As soon as one rank fails the others are stopped (their collectives would wait for the
 dead rank until the process group's own timeout). Every process is then terminated
 (SIGTERM, then SIGKILL after a grace period) and joined, whatever happened, so a failed
-run leaves no process behind.
+run leaves no process behind. A parent that dies itself (SIGTERM, SIGKILL, the OOM killer)
+runs no clean-up: on Linux each rank asks the kernel to kill it with its parent
+(``PR_SET_PDEATHSIG``), so no orphan is left computing or waiting in a collective.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue as queue_module
 import signal
 import socket
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -61,8 +65,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _die_with_parent(parent: int) -> None:
+    """Linux: have the kernel SIGKILL this process when its parent dies."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no libc prctl: the parent's clean-up only
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def _entry(target: Callable[..., Any], rank: int, args: tuple[Any, ...],
-           results: Any) -> None:
+           results: Any, parent: int) -> None:
+    _die_with_parent(parent)
     try:
         value = target(rank, *args)
     except BaseException as err:  # noqa: BLE001 - reported to the parent, then exit 1
@@ -106,7 +126,8 @@ def launch(target: Callable[..., Any], args: Sequence[tuple[Any, ...]], *,
     """
     context = multiprocessing.get_context("spawn")
     results: Any = context.Queue()
-    processes = [context.Process(target=_entry, args=(target, rank, rank_args, results),
+    processes = [context.Process(target=_entry,
+                                 args=(target, rank, rank_args, results, os.getpid()),
                                  name=f"einsum-analyze-rank{rank}", daemon=True)
                  for rank, rank_args in enumerate(args)]
     outcomes: dict[int, RankOutcome] = {}

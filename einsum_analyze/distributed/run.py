@@ -134,11 +134,16 @@ def run_distributed(job: DistributedJob, devices: DeviceList, *,
     Returns:
         The figures; ``failed`` with each rank's error when a rank raised, exited or
         was killed (every process is gone by then).
+
+    Raises:
+        einsum_analyze.errors.PlanningError: An ``assignment`` that is not one list per
+            device covering every slice once.
     """
     names = devices.devices
     if assignment is None:
         assignment = assign_slices(job.runner.slice_costs(), len(names))
     parts = tuple(tuple(part) for part in assignment)
+    _check_assignment(parts, len(names), job.runner.slice_count)
     init = f"tcp://127.0.0.1:{free_port()}"
     outcomes = launch(rank_main, [(job, names, devices.backend, init, parts)] * len(names),
                       timeout_s=job.timeout_s)
@@ -165,3 +170,18 @@ def run_distributed(job: DistributedJob, devices: DeviceList, *,
         timings={o.rank: {k: v for k, v in (o.result or {}).items() if k.endswith("_all")}
                  for o in outcomes},
     )
+
+
+def _check_assignment(parts: Sequence[Sequence[int]], devices: int, count: int) -> None:
+    """Each device one list, every slice in exactly one: else the sums would be wrong.
+
+    Raises:
+        einsum_analyze.errors.PlanningError: Another assignment (before any process starts).
+    """
+    from ..errors import PlanningError
+
+    given = sorted(slice_id for part in parts for slice_id in part)
+    if len(parts) != devices or given != list(range(count)):
+        raise PlanningError(f"assignment {[list(p) for p in parts]!s:.80}: give each of the "
+                            f"{devices} devices a list of slices, every slice 0 to "
+                            f"{count - 1} in exactly one")

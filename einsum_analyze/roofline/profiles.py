@@ -23,7 +23,8 @@ from typing import Any
 from .._types import DTYPE_ITEMSIZE
 from ..errors import PlanningError
 
-__all__ = ["NOMINAL", "DeviceProfile", "load_profile", "profile_from_dict", "profile_names"]
+__all__ = ["MAX_NAME", "NOMINAL", "DeviceProfile", "load_profile", "profile_from_dict",
+           "profile_names"]
 
 SOURCES = ("nominal", "file", "calibrated")
 
@@ -121,6 +122,10 @@ def _positive(value: Any, what: str, origin: str) -> float:
     return number
 
 
+MAX_NAME = 64
+"""The longest ``name`` a profile file may give (it titles the roofline table)."""
+
+
 def profile_from_dict(data: Any, origin: str) -> DeviceProfile:
     """A profile from JSON data: ``bandwidth_bytes_per_s`` and ``flops_per_s``.
 
@@ -159,6 +164,9 @@ def profile_from_dict(data: Any, origin: str) -> DeviceProfile:
     description = data.get("description", "")
     if not isinstance(name, str) or not isinstance(description, str):
         raise PlanningError(f"--roofline {origin}: name and description must be strings")
+    if "name" in data and not (0 < len(name) <= MAX_NAME and name.isprintable()):
+        raise PlanningError(f"--roofline {origin}: name must be 1 to {MAX_NAME} printable "
+                            f"characters, not {name!r:.40}")
     return DeviceProfile(name=name, source="file", bandwidth_bytes_per_s=bandwidth,
                          flops_per_s=rates, description=description)
 

@@ -13,8 +13,9 @@ The finders:
   index of size above 1, output and repeated indices included; the :data:`BEAM` best
   states are kept at each level, not one); once a halving fits,
   take the fitting one of fewest FLOPs and widen its chunk again as far as it still
-  fits (bisection). It stops, with nothing fitting, when no halving saves a thousandth of
-  the peak (:data:`MIN_SAVING`) or every halving would pass :data:`MAX_SLICES`.
+  fits (bisection). When no halving saves a thousandth of the peak (:data:`MIN_SAVING`)
+  it goes on with the halvings of least peak for :data:`LOOKAHEAD` levels; it stops,
+  with nothing fitting, after those, or when every halving would pass :data:`MAX_SLICES`.
 - ``cotengra``: cotengra's ``SliceFinder`` proposes sets of indices for a few target
   sizes; the greedy search runs on each set alone; the best by our model wins.
 - ``auto``: both where cotengra is installed, else greedy.
@@ -38,7 +39,7 @@ from ..planning import Plan, size_of
 from .plan import SlicePlan
 from .schedule import sliced_schedule
 
-__all__ = ["BEAM", "FINDERS", "MAX_SLICES", "MIN_SAVING", "SliceChoice", "SliceScore",
+__all__ = ["BEAM", "FINDERS", "LOOKAHEAD", "MAX_SLICES", "MIN_SAVING", "SliceChoice", "SliceScore",
            "find_slices", "score_slices"]
 
 FinderName = Literal["auto", "greedy", "cotengra"]
@@ -54,6 +55,11 @@ MIN_SAVING = 1000
 
 BEAM = 3
 """States the greedy keeps at each level (the best by extra FLOPs per byte saved)."""
+
+LOOKAHEAD = 3
+"""Levels the greedy goes on halving when no halving saves: the first halving of an
+index can raise the peak (``ij,jk->ik``: two halves of ``j`` need contiguous copies of
+their parts) where further ones lower it below the unsliced peak."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,6 +216,8 @@ def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
     frontier = [score(start)]
     if score.fits(frontier[0]):
         return frontier[0]
+    least = frontier[0]
+    stalled = 0
     while True:
         children: dict[SlicePlan, tuple[SliceScore, str, int, SliceScore]] = {}
         for current in frontier:
@@ -231,8 +239,17 @@ def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
         # shave the slices' own small tensors off a peak the full-size buffers hold.
         better = [c for c in children.values()
                   if c[3].peak_bytes - c[0].peak_bytes >= max(1, c[3].peak_bytes // MIN_SAVING)]
+        least = min([least, *frontier], key=lambda s: (s.peak_bytes, s.flops))
         if not better:
-            return min(frontier, key=lambda s: (s.peak_bytes, s.flops))
+            stalled += 1
+            if stalled > LOOKAHEAD or not children:
+                return least
+            # No halving saves now: go on with those of least peak, a few levels deep.
+            ranked_peaks = sorted(children.values(), key=lambda c: (
+                c[0].peak_bytes, c[0].flops, c[0].slices.count))
+            frontier = [c[0] for c in ranked_peaks[:width]]
+            continue
+        stalled = 0
         ranked = sorted(better, key=lambda c: (
             (c[0].flops - c[3].flops) / (c[3].peak_bytes - c[0].peak_bytes), c[0].peak_bytes,
             c[0].slices.count))

@@ -33,8 +33,8 @@ def parse_indices(value: Any, size_dict: Mapping[str, int]) -> SlicePlan:
     """The ``indices`` option: ``{"n": 2}``, ``"n:2,b:1024"`` or ``"nb"`` (chunks of 1).
 
     Raises:
-        PlanningError: A label the equation lacks, or a chunk that is not a positive
-            integer.
+        PlanningError: A label the equation lacks or named twice, or a chunk that is not
+            a positive integer.
     """
     chunks: dict[str, int] = {}
     if isinstance(value, Mapping):
@@ -46,18 +46,48 @@ def parse_indices(value: Any, size_dict: Mapping[str, int]) -> SlicePlan:
             items.append((label.strip(), chunk.strip() or "1"))
     elif isinstance(value, str):
         items = [(c, 1) for c in value]
-    else:
+    elif isinstance(value, (list, tuple)):
         items = [(str(c), 1) for c in value]
+    else:
+        raise PlanningError(f"sliced indices {value!r}: give labels with chunk lengths, "
+                            "e.g. 'n:2,b:1024' or {'n': 2}")
     for label, chunk in items:
-        try:
-            number = int(chunk)
-        except (TypeError, ValueError):
-            number = 0
+        number = _chunk(chunk)
         if number < 1 or len(label) != 1:
             raise PlanningError(f"sliced index {label!r}:{chunk!r}: give a label and a "
                                 "positive chunk length, e.g. n:2")
+        if label in chunks:
+            raise PlanningError(f"sliced indices {value!r} name {label!r} twice")
         chunks[label] = number
     return SlicePlan.of(chunks, size_dict)
+
+
+def _chunk(value: Any) -> int:
+    """A chunk length as an int; 0 (refused by the caller) for anything else."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        return 0
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+def _budget(value: Any) -> int | None:
+    """The ``budget_bytes`` option: None, or a size above 0 (bytes, or text like 2GiB)."""
+    if value is None:
+        return None
+    number: Any = value
+    if isinstance(value, str):
+        try:
+            number = parse_bytes(value)
+        except ValueError as err:
+            raise PlanningError(f"sliced budget_bytes: {err}") from err
+    elif isinstance(value, float) and value == value and abs(value) != float("inf"):
+        number = int(value)
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise PlanningError(f"sliced budget_bytes {value!r} must be a size above 0 B, "
+                            "such as 2GiB")
+    return number
 
 
 def build_sliced(given: StrategyInput) -> ScheduleBuilder:
@@ -70,11 +100,11 @@ def build_sliced(given: StrategyInput) -> ScheduleBuilder:
         raise PlanningError(f"a slice cannot run the {per_slice!r} strategy; choose one of: "
                             f"{', '.join(PER_SLICE_STRATEGIES)}")
     per_options = options["per_slice_options"]
-    budget = options["budget_bytes"]
-    if isinstance(budget, str):
-        budget = parse_bytes(budget)
+    budget = _budget(options["budget_bytes"])
     grad = tuple(sorted(given.grad))
-    fused = bool(options["fused"])
+    fused = options["fused"]
+    if not isinstance(fused, bool):
+        raise PlanningError(f"sliced fused {fused!r}: give True or False")
     if options["indices"] is not None:
         slices = parse_indices(options["indices"], eq.size_dict)
         best = score_slices(plan, slices, grad, itemsize=given.itemsize, strategy=per_slice,

@@ -47,6 +47,13 @@ def test_no_roofline_without_the_option():
     ("fields.json", '{"flops_per_s": 1e12}', "missing field 'bandwidth_bytes_per_s'"),
     ("dtype.json", '{"bandwidth_bytes_per_s": 1e12, "flops_per_s": {"float64": 1e12}}',
      "no flops_per_s for dtype float32"),
+    ("long.json", '{"name": "' + "n" * 65 + '", "bandwidth_bytes_per_s": 1, "flops_per_s": 1}',
+     "name must be 1 to 64 printable characters"),
+    ("newline.json", '{"name": "a\\nb", "bandwidth_bytes_per_s": 1, "flops_per_s": 1}',
+     "name must be"),
+    ("array.json", "[1, 2]", "expected a JSON object"),
+    ("bool.json", '{"bandwidth_bytes_per_s": true, "flops_per_s": 1}', "must be a number"),
+    ("empty.json", '{"bandwidth_bytes_per_s": 1, "flops_per_s": {}}', "flops_per_s is empty"),
 ])
 def test_bad_roofline_is_one_line_exit_2(tmp_path, monkeypatch, value, content, culprit):
     monkeypatch.chdir(tmp_path)
@@ -118,3 +125,37 @@ def test_profile_steps_with_numpy_backend_says_nothing_was_timed():
                     "--profile-steps", "--repeats", "1", "--warmup", "0")
     assert result.exit_code == 0, result.stderr
     assert "no step was timed: --profile-steps needs --backend torch" in result.stdout
+
+
+def test_a_profile_name_is_text_not_markup(tmp_path):
+    path = tmp_path / "markup.json"
+    path.write_text('{"name": "[/x] gpu", "bandwidth_bytes_per_s": 1e12, "flops_per_s": 1e13}')
+    result = invoke(*TUCKER, "--device", "none", "--roofline", str(path))
+    assert result.exit_code == 0, result.stderr
+    assert "Roofline (FILE [/x] gpu: 1 TB/s, 10 TFLOP/s float32)" in result.stdout
+
+
+@pytest.mark.parametrize(("ratio", "text"), [
+    (0.0, "0%"), (0.12, "12%"), (1.0, "100%"), (43.0, "4300%"), (0.0091, "0.91%"),
+    (0.00049, "0.049%"), (0.01, "1%"),
+])
+def test_a_small_share_or_efficiency_is_not_printed_as_zero(ratio, text):
+    from einsum_analyze.render_roofline import percent
+
+    assert percent(ratio) == text
+
+
+def test_the_steps_title_is_one_line_at_120_columns(tmp_path):
+    result = invoke(*TUCKER, "--device", "cpu", "--strategy", "reverse", "--profile-steps",
+                    "--repeats", "1", "--warmup", "0", columns=120)
+    assert result.exit_code == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if "Costliest steps" in line)
+    assert line.strip().endswith("between them)")
+
+
+def test_the_search_title_keeps_its_time_whole_at_60_columns():
+    result = invoke(*TUCKER, "--device", "none", "--strategy", "reverse,checkpoint",
+                    "--budget", "40KiB", columns=60)
+    assert result.exit_code in (0, 1), result.stderr
+    line = next(line for line in result.stdout.splitlines() if "Training-aware search" in line)
+    assert line.strip().endswith(")"), line

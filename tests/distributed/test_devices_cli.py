@@ -58,3 +58,13 @@ def test_devices_cpu2_runs_the_sliced_plan_and_writes_the_section() -> None:
     import jsonschema
 
     jsonschema.Draft202012Validator(load_schema()).validate(document)
+
+
+@pytest.mark.parametrize("device", ["none", "NONE"])
+def test_devices_with_device_none_is_refused(device: str) -> None:
+    result = CliRunner().invoke(cli, [*CASE, "--strategy", "sliced", "--devices", "cpu*2",
+                                      "--device", device])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--device none" in lines[0], result.stderr

@@ -34,7 +34,14 @@ _OPTIONS = {
     "--memory-limit": lambda r: r.choice(_WEIRD + ["max_input", "64", "1KiB", "1e3"]),
     "--dtype": lambda r: r.choice(["float16", "bfloat16", "float64", "complex64", "int8"]),
     "--grad": lambda r: r.choice(_WEIRD + ["0", "0,1", "1-2", "5"]),
-    "--strategy": lambda r: r.choice(["reverse", "none", "independent,torch-autograd", "x"]),
+    "--strategy": lambda r: r.choice(["reverse", "none", "independent,torch-autograd", "x",
+                                      "sliced", "reverse,sliced"]),
+    "--budget": lambda r: r.choice(_WEIRD + ["1KiB", "64", "1e9", "1B"]),
+    "--precision": lambda r: r.choice(["highest", "tf32", "bf16", "fp16", "x", ""]),
+    # With --device none (every fuzz run) a --devices list is refused before anything
+    # runs, so the fuzz never starts a process.
+    "--devices": lambda r: r.choice(["cpu*2", "cpu*1", "cpu*0", "cuda:9", "all", "", ",",
+                                     "cpu,cuda", "cpu:0,cpu:0", "cpu*99999", "x", "none"]),
     "--max-flops": lambda r: r.choice(_WEIRD),
     "--max-peak": lambda r: r.choice(_WEIRD),
     "--max-retained": lambda r: r.choice(_WEIRD),
@@ -48,6 +55,8 @@ _OPTIONS = {
     "--roofline": lambda r: r.choice(_WEIRD + ["h200", "H100", "cpu", "v100", "x.json"]
                                      + _ROOFLINE_FILES),
 }
+_FLAGS = ["--profile-steps", "--cotengra"]
+"""Options without a value, added now and then."""
 _ROOFLINE_FILES: list[str] = []
 """Profile files, good and bad, written by the test before it starts."""
 _ROOFLINE_TEXTS = [
@@ -58,6 +67,9 @@ _ROOFLINE_TEXTS = [
     '"flops_per_s": 1}', '{"bandwidth_bytes_per_s": 1, "flops_per_s": {"int8": 1}}',
     '{"bandwidth_bytes_per_s": 1, "flops_per_s": ' + "9" * 5000 + "}",
     '{"bandwidth_bytes_per_s": 1, "flops_per_s": 1, "name": 3}', "[" * 4000,
+    '{"bandwidth_bytes_per_s": 1, "flops_per_s": 1, "name": "[/x] [bold]"}',
+    '{"bandwidth_bytes_per_s": 1, "flops_per_s": 1, "name": "' + "n" * 3000 + '"}',
+    '{"bandwidth_bytes_per_s": 1e-300, "flops_per_s": 1e-300}',
 ]
 
 
@@ -91,7 +103,7 @@ def _equation(r: random.Random) -> str:
 
 def _case_file(r: random.Random, tmp: Path, number: int) -> str:
     choice = r.random()
-    case = {"name": r.choice(["a", "", 3]), "equation": _equation(r),
+    case = {"name": r.choice(["a", "", 3, "[/x]", "[bold]b"]), "equation": _equation(r),
             r.choice(["shapes", "sizes", "sizez"]): r.choice([_shape_text(r), _sizes_text(r),
                                                             [[2, 3]], {"a": 2}, None])}
     if r.random() < 0.3:
@@ -143,12 +155,14 @@ def _arguments(r: random.Random, tmp: Path, number: int) -> list[str]:
         for name in r.sample(sorted(_OPTIONS), r.randint(0, 2)):
             if name not in ("--shapes", "--sizes"):
                 args += [name, _OPTIONS[name](r)]
+        args += [flag for flag in _FLAGS if r.random() < 0.05]
         return [*args, "--device", "none", *r.choice([[], ["--json", "-"]])]
     args = [_equation(r)] if r.random() < 0.95 else []
     for name in r.sample(sorted(_OPTIONS), r.randint(1, 5)):
         args += [name, _OPTIONS[name](r)]
     if r.random() < 0.5 and "--shapes" not in args and "--sizes" not in args:
         args += ["--sizes", _sizes_text(r)]
+    args += [flag for flag in _FLAGS if r.random() < 0.05]
     args += ["--device", "none"]
     if r.random() < 0.3:
         args += ["--json", "-"]
