@@ -227,7 +227,7 @@ def _analyze_one(
             # A sweep's limits share what they cannot change (the path, or torch's own).
             result = remembered(
                 strategy_key(spec.name, plan, operands, itemsize=itemsize, options=options,
-                             upstream_copy=copy,
+                             upstream_copy=copy, own_path=spec.own_path,
                              gradients=(name_, limit) if spec.needs_gradient_plans else None),
                 build)
             strategy_results.append(result)
@@ -379,7 +379,8 @@ def _search(
             model = next((s for s in strategies if s.name == "torch-autograd"), None)
             if model is None:
                 model = remembered(
-                    strategy_key("torch-autograd", plan, operands, itemsize=itemsize),
+                    strategy_key("torch-autograd", plan, operands, itemsize=itemsize,
+                                 own_path=get_strategy("torch-autograd").own_path),
                     lambda: build_strategy("torch-autograd", plan, operands,
                                            itemsize=itemsize))
             capped = recommend(found, model.memory.peak_bytes)

@@ -119,14 +119,15 @@ def remembered(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
 
 def strategy_key(name: str, plan: Any, grad: Sequence[int], *, itemsize: int,
                  options: Any = None, upstream_copy: bool = False,
-                 gradients: Any = None) -> tuple[Any, ...]:
+                 gradients: Any = None, own_path: bool = False) -> tuple[Any, ...]:
     """What a strategy's result depends on, as a key for :func:`remembered`.
 
-    Its name, the path (not for ``torch-autograd``, which plans its own), the operands
-    differentiated, the element size, its options and ``gradients``, a key of its
-    planned gradient contractions (None: it plans none).
+    Its name, the path (not when ``own_path``: the strategy plans its own, as
+    ``torch-autograd`` does, ``StrategySpec.own_path``), the operands differentiated,
+    the element size, its options and ``gradients``, a key of its planned gradient
+    contractions (None: it plans none).
     """
-    where = (None if name == "torch-autograd"
+    where = (None if own_path
              else (plan.optimizer, tuple(tuple(step) for step in plan.path)))
     chosen = repr(sorted(dict(options or {}).items()))
     return (name, where, tuple(sorted(grad)), itemsize, chosen, upstream_copy, gradients)

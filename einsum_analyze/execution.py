@@ -327,7 +327,7 @@ def predicted_peak(report: Report, strategy: StrategyResult, is_cuda: bool) -> i
         output_elements=report.plan.steps[-1].output_elements,
         itemsize=report.itemsize,
         is_cuda=True,
-        upstream_copy=report.dtype.startswith("complex") and strategy.name != "torch-autograd",
+        upstream_copy=report.dtype.startswith("complex") and runs_on_our_executor(strategy.name),
     )
 
 

@@ -152,6 +152,7 @@ def score_path(
         # A sweep's limits share candidate paths: each is modelled once per analysis.
         result = (build() if gradients is not None else remembered(
             strategy_key(strategy, plan, grad, itemsize=itemsize, options=chosen,
+                         own_path=spec.own_path,
                          upstream_copy=upstream_copy), build))
     return PlanScore(
         path=tuple(tuple(s) for s in plan.path),

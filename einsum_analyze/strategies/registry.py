@@ -62,6 +62,8 @@ class StrategySpec:
             kernels (:mod:`einsum_analyze.lowering`), whose copies count in its memory.
             False for a model of someone else's executor (``torch-autograd``).
         default: Modelled when the caller names no strategies.
+        own_path: The strategy plans its own contraction path (``torch-autograd``:
+            torch.einsum's), so the forward plan's path does not change its result.
         fallback: The search (:mod:`einsum_analyze.search`) scores it only when a budget
             is given and no other plan fits it (``sliced``: it trades FLOPs for memory
             beyond what the others reach).
@@ -78,6 +80,7 @@ class StrategySpec:
     needs_gradient_plans: bool = False
     lowered: bool = True
     default: bool = True
+    own_path: bool = False
     fallback: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     dropin_options: Mapping[str, Any] = field(default_factory=dict)

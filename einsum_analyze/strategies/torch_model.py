@@ -50,5 +50,6 @@ SPEC = StrategySpec(
     description="a model of torch.einsum under autograd: its own path, its copies, what "
     "it keeps for backward",
     lowered=False,
+    own_path=True,
     options={"torch_strategy": "auto"},
 )
