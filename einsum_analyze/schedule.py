@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-__all__ = ["Event", "EventKind", "InputPrep", "Kernel", "KernelKind", "Operation", "Phase"]
+__all__ = ["STEP_OPERATIONS", "Event", "EventKind", "InputPrep", "Kernel", "KernelKind",
+           "Operation", "Phase"]
 
 KernelKind = Literal["bmm", "mul", "reduce", "copy", "einsum"]
 
@@ -68,6 +69,11 @@ EventKind = Literal["alloc", "free"]
 Phase = Literal["forward", "backward"]
 Operation = Literal["", "contract", "unreduce", "view", "seed", "zeros", "slice",
                     "slice_copy", "accumulate"]
+
+STEP_OPERATIONS: tuple[Operation, ...] = ("contract", "unreduce", "zeros", "slice_copy",
+                                          "accumulate")
+"""Operations that compute or move data: the steps the roofline costs and
+``--profile-steps`` times (a view, a slice view and the seed move nothing)."""
 
 
 class Event(NamedTuple):

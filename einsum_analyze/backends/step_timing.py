@@ -18,6 +18,7 @@ from typing import Any
 
 from ..memory import Event
 from ..roofline.steps import StepTime
+from ..schedule import STEP_OPERATIONS
 from .base import DeviceContext
 from .torch_backend import run_compiled
 from .torch_kernels import CompiledSchedule, Live
@@ -109,7 +110,7 @@ def time_steps(
     other: list[float] = []
     for position, seconds in zip(order, medians, strict=True):
         event = events[position]
-        if event.kind == "alloc" and event.op in ("contract", "unreduce"):
+        if event.kind == "alloc" and event.op in STEP_OPERATIONS:
             steps.append(StepTime(event=position, phase=event.phase, tensor=event.tensor,
                                   time_s=seconds))
         else:

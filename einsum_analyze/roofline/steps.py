@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..schedule import Event, InputPrep, Kernel
+from ..schedule import STEP_OPERATIONS, Event, InputPrep, Kernel
 
 __all__ = ["StepCost", "StepTime", "step_cost", "step_costs"]
 
@@ -39,8 +39,9 @@ class StepCost:
         phase: ``"forward"`` or ``"backward"``.
         tensor: The tensor the step makes.
         equation: The step's equation.
-        kernel: ``"bmm"``, ``"mul"``, ``"reduce"``, ``"copy"``, ``"einsum"`` or
-            ``"unreduce"``.
+        kernel: ``"bmm"``, ``"mul"``, ``"reduce"``, ``"copy"``, ``"einsum"``,
+            ``"unreduce"``, or slicing's ``"zeros"``, ``"slice_copy"``, ``"accumulate"``
+            (their bytes are all copy bytes, outside the bound).
         flops: FLOPs of the kernels the executor runs.
         flops_convention: opt_einsum's convention on the step's equation.
         bytes: Inputs read once and the output written once.
@@ -160,7 +161,16 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
     terms = lhs.split(",") if lhs else []
     kernel = event.kernel
     copy_bytes = 0
-    if event.op == "unreduce":
+    if event.op in ("zeros", "slice_copy", "accumulate"):
+        # Slicing's own traffic: a zero-filled buffer, a part made contiguous, a part
+        # added into its accumulator. None of it is the contraction's: all copy bytes.
+        name: str = event.op
+        piece = _product(terms[-1], sizes) if event.op == "accumulate" and terms else 0
+        flops = piece
+        read = written = 0
+        copy_bytes = {"zeros": event.elements, "slice_copy": 2 * event.elements,
+                      "accumulate": 3 * piece}[event.op]
+    elif event.op == "unreduce":
         name = "unreduce"
         flops = 0
         read = _product(terms[0], sizes) if terms else 0
@@ -190,5 +200,5 @@ def step_costs(events: Sequence[Event], sizes: Mapping[str, int],
     return tuple(
         step_cost(event, position, sizes, itemsize)
         for position, event in enumerate(events)
-        if event.kind == "alloc" and event.op in ("contract", "unreduce")
+        if event.kind == "alloc" and event.op in STEP_OPERATIONS
     )
