@@ -83,6 +83,9 @@ class RunOptions:
             if self.spread is not None:
                 raise click.UsageError("--device none runs nothing but --devices runs the "
                                        "sliced plan: drop --device none")
+            if self.precision == "tf32":
+                raise click.UsageError("--precision tf32 sets how runs compute and --device "
+                                       "none runs nothing: drop one of them")
             return ()
         return names
 

@@ -34,3 +34,14 @@ def test_profile_steps_on_cases_that_run_nothing_is_refused(tmp_path) -> None:
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.strip() == "Error: --profile-steps times runs; drop --device none"
+
+
+@pytest.mark.parametrize("mode, code", [("tf32", 2), ("bf16", 0), ("highest", 0)])
+def test_tf32_without_runs_is_refused(mode: str, code: int) -> None:
+    """tf32 only changes how runs compute; bf16 changes the dtype the analysis counts."""
+    result = CliRunner().invoke(cli, ["ij,jk->ik", "--sizes", "i=4,j=4,k=4", "--device",
+                                      "none", "--precision", mode, "--json", "-"])
+    assert result.exit_code == code, result.output
+    if code == 2:
+        assert result.stdout == ""
+        assert result.stderr.count("\n") == 1 and "--precision tf32" in result.stderr
