@@ -24,6 +24,7 @@ import torch
 from corpus import CASES, corpus_plan, runnable_cases
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from oracle_checks import assert_close, make_inputs, oracle
 from strategies import einsum_problems, grad_subsets
 
 from einsum_analyze import parse_equation, plan_contraction
@@ -67,32 +68,6 @@ def build(plan: Plan, grad: list[int], policy: str | list[int], dtype: str) -> S
             options = {"budget_bytes": max(1, (floor + reverse.memory.peak_bytes) // 2)}
     return build_strategy("checkpoint", plan, grad, itemsize=itemsize, options=options,
                           upstream_copy=copy)
-
-
-def make_inputs(plan: Plan, seed: int, dtype: str) -> tuple[list[torch.Tensor], torch.Tensor]:
-    eq = plan.equation
-    generator = torch.Generator().manual_seed(seed)
-    kind = getattr(torch, dtype)
-    operands = [torch.randn(shape, generator=generator, dtype=kind) for shape in eq.shapes]
-    upstream = torch.randn([eq.size_dict[c] for c in eq.output], generator=generator,
-                           dtype=kind)
-    return operands, upstream
-
-
-def oracle(text: str, operands, upstream, grad):
-    leaves = [t.detach().clone().requires_grad_(k in grad) for k, t in enumerate(operands)]
-    with torch.enable_grad():
-        output = torch.einsum(text, *leaves)
-        grads = (torch.autograd.grad(output, [leaves[k] for k in grad],
-                                     upstream.reshape(output.shape)) if grad else ())
-    return output.detach(), dict(zip(grad, grads, strict=True))
-
-
-def assert_close(got, want, what: str) -> None:
-    assert tuple(got.shape) == tuple(want.shape), what
-    scale = float(want.abs().max()) if want.numel() else 0.0
-    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12 * max(scale, 1.0),
-                               msg=lambda m: f"{what}: {m}")
 
 
 def check(text: str, plan: Plan, grad: list[int], policy, *, dtype: str = "float64",
