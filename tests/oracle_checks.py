@@ -3,6 +3,7 @@ torch.einsum, and a closeness check scaled to the expected values."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -37,3 +38,15 @@ def assert_close(got: Any, want: Any, what: str) -> None:
     scale = float(want.abs().max()) if want.numel() else 0.0
     torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12 * max(scale, 1.0),
                                msg=lambda m: f"{what}: {m}")
+
+
+SMALL = 4096
+"""Elements: the largest joint index space of a step in a drawn problem."""
+
+
+def small_enough(plan: Plan) -> bool:
+    """Every step of ``plan`` spans at most :data:`SMALL` elements."""
+    eq = plan.equation
+    joint = max(math.prod(eq.size_dict[c] for c in set("".join(step.input_terms)))
+                for step in plan.steps)
+    return joint <= SMALL

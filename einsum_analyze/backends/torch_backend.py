@@ -150,6 +150,29 @@ def run_schedule(
                            live_bytes=tuple(after), high_bytes=tuple(high))
 
 
+def allocator_peak(call: Callable[[], Any], context: DeviceContext) -> int:
+    """The allocator's peak while ``call`` runs, above what was held before it.
+
+    CUDA: ``max_memory_allocated`` after a reset, fenced on both sides; cpu: the
+    profiler's allocator events (:func:`allocator_peak_cpu`). What ``call`` returns is
+    held until the peak is read.
+    """
+    if not context.is_cuda:
+        peak, _ = allocator_peak_cpu(call)
+        return int(peak)
+    import torch
+
+    index = torch.device(context.device).index or 0
+    context.fence()
+    torch.cuda.reset_peak_memory_stats(index)
+    base = torch.cuda.memory_allocated(index)
+    kept = call()
+    context.fence()
+    peak = torch.cuda.max_memory_allocated(index) - base
+    del kept
+    return int(peak)
+
+
 def allocator_peak_cpu(call: Callable[[], Any]) -> tuple[int, int]:
     """Run ``call`` under ``torch.profiler`` and read the cpu allocator's events.
 
@@ -260,13 +283,8 @@ class TorchExecutor:
         # created lazily and stay; they belong to the baseline, not to the strategy.
         del_me = self._both(program)
         del del_me
-        context.fence()
-        torch.cuda.reset_peak_memory_stats(index)
+        peak = allocator_peak(lambda: self._both(program), context)
         base = torch.cuda.memory_allocated(index)
-        live = self._both(program)
-        context.fence()
-        peak = torch.cuda.max_memory_allocated(index) - base
-        del live
         probe = self.forward(program)
         context.fence()
         output_bytes = probe[program.compiled.output].untyped_storage().nbytes()

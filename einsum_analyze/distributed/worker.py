@@ -108,7 +108,7 @@ def rank_main(rank: int, job: DistributedJob, devices: Sequence[str], backend: s
             figures[key + "_all"] = values
         figures["peak_bytes_measured"] = _peak(
             lambda: run_and_reduce(job.runner, mine, context.operands, context.upstream,
-                                   job.grad), context, is_cuda)
+                                   job.grad), context)
         figures["peak_bytes_predicted"] = job.runner.predicted_peak_bytes(mine, is_cuda=is_cuda)
         output, gradients = run_and_reduce(job.runner, mine, context.operands,
                                            context.upstream, job.grad)
@@ -174,27 +174,15 @@ def _single(job: DistributedJob, context: Any, slices: Sequence[int],
         times.append(time.perf_counter() - start)
     return {"device": device, "slices": len(slices),
             "seconds": statistics.median(times), "seconds_all": times,
-            "peak_bytes_measured": _peak(once, context, is_cuda),
+            "peak_bytes_measured": _peak(once, context),
             "peak_bytes_predicted": job.runner.predicted_peak_bytes(slices, is_cuda=is_cuda)}
 
 
-def _peak(call: Callable[[], Any], context: DeviceContext, is_cuda: bool) -> int:
+def _peak(call: Callable[[], Any], context: DeviceContext) -> int:
     """The allocator's peak of ``call``, inputs included."""
-    if not is_cuda:
-        from ..backends.torch_backend import allocator_peak_cpu
+    from ..backends.torch_backend import allocator_peak
 
-        peak, _ = allocator_peak_cpu(call)
-        return int(peak) + int(context.input_bytes)
-    import torch
-
-    _fence(True)
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    kept = call()
-    _fence(True)
-    peak = torch.cuda.max_memory_allocated() - base
-    del kept
-    return int(peak) + int(context.input_bytes)
+    return allocator_peak(call, context) + int(context.input_bytes)
 
 
 def _output_error(job: DistributedJob, context: Any, output: Any) -> float:

@@ -24,7 +24,7 @@ import torch
 from corpus import CASES, corpus_plan, runnable_cases
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from oracle_checks import assert_close, make_inputs, oracle
+from oracle_checks import assert_close, make_inputs, oracle, small_enough
 from strategies import einsum_problems, grad_subsets
 
 from einsum_analyze import parse_equation, plan_contraction
@@ -147,16 +147,6 @@ def test_tn18_midpoint_runs_and_recomputes():
 
 
 # --- hypothesis -------------------------------------------------------------------------------
-
-SMALL = 4096  # elements: the largest joint index space a drawn problem may have
-
-
-def small_enough(plan: Plan) -> bool:
-    eq = plan.equation
-    joint = max(math.prod(eq.size_dict[c] for c in set("".join(step.input_terms)))
-                for step in plan.steps)
-    return joint <= SMALL
-
 
 @settings(deadline=None, max_examples=60)
 @given(problem=einsum_problems(max_operands=6, ellipsis=False), data=st.data())

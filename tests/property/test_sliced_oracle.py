@@ -16,15 +16,13 @@ chunks), fused and unfused, with the reverse and the checkpoint per-slice strate
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch
 from corpus import CASES, corpus_plan, runnable_cases
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from oracle_checks import assert_close, make_inputs, oracle
+from oracle_checks import assert_close, make_inputs, oracle, small_enough
 from strategies import einsum_problems, grad_subsets
 
 from einsum_analyze import analyze, execute, parse_equation, plan_contraction
@@ -177,16 +175,6 @@ def test_cpu_allocator_peak_equals_the_prediction(equation, shapes, chunks, fuse
 
 
 # --- hypothesis -------------------------------------------------------------------------------
-
-SMALL = 4096
-
-
-def small_enough(plan: Plan) -> bool:
-    eq = plan.equation
-    joint = max(math.prod(eq.size_dict[c] for c in set("".join(step.input_terms)))
-                for step in plan.steps)
-    return joint <= SMALL
-
 
 @settings(deadline=None, max_examples=60)
 @given(problem=einsum_problems(max_operands=5, ellipsis=False), data=st.data())
