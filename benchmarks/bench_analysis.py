@@ -421,7 +421,7 @@ def scaling_cases(
 
 def direct_equation(eq: str, shapes: Sequence[tuple[int, ...]]) -> Any:
     """An ``Equation`` built without the parser (plain explicit equations only)."""
-    from einsum_analyze.equation import Equation
+    from einsum_analyze.model.equation import Equation
 
     lhs, out = eq.split("->")
     terms = lhs.split(",")

@@ -32,8 +32,8 @@ import opt_einsum
 from opt_einsum.testing import rand_equation
 
 from einsum_analyze import analyze
-from einsum_analyze.equation import parse_equation
-from einsum_analyze.planning import plan_contraction
+from einsum_analyze.model.equation import parse_equation
+from einsum_analyze.model.planning import plan_contraction
 from einsum_analyze.strategies import build_strategy, plan_gradients
 
 HERE = Path(__file__).parent

@@ -44,7 +44,7 @@ from einsum_analyze.distributed import (  # noqa: E402
     run_distributed,
 )
 from einsum_analyze.distributed.from_report import runner_for  # noqa: E402
-from einsum_analyze.formatting import format_bytes, format_seconds  # noqa: E402
+from einsum_analyze.render.formatting import format_bytes, format_seconds  # noqa: E402
 
 
 def _case(name: str) -> tuple[str, list[list[int]]]:

@@ -164,8 +164,8 @@ def per_call_overhead(iterations: int) -> dict[str, float]:
     """
     import torch
 
-    from einsum_analyze.dropin_plans import get_plan
     from einsum_analyze.torch import einsum
+    from einsum_analyze.training.plans import get_plan
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

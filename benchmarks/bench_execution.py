@@ -24,7 +24,7 @@ from pathlib import Path
 
 from einsum_analyze import analyze, execute
 from einsum_analyze.backends import backend_names
-from einsum_analyze.precision import PRECISIONS, precision_context, precision_dtype
+from einsum_analyze.backends.precision import PRECISIONS, precision_context, precision_dtype
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import environment, scaled  # noqa: E402
@@ -146,7 +146,7 @@ def no_lookahead() -> None:
     import functools
 
     import einsum_analyze.strategies.registry as registry
-    from einsum_analyze.lowering import lower_events
+    from einsum_analyze.model.lowering import lower_events
 
     registry.lower_events = functools.partial(lower_events, lookahead=False)
 
@@ -161,7 +161,7 @@ def main() -> int:
     parser.add_argument("--backend", default="torch", choices=backend_names())
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
     parser.add_argument("--precision", default="highest", choices=PRECISIONS,
-                        help="compute mode of the runs (einsum_analyze/precision.py)")
+                        help="compute mode of the runs (einsum_analyze/backends/precision.py)")
     parser.add_argument("--json", dest="json_path", default=None)
     parser.add_argument("--markdown", default=None)
     parser.add_argument("--page", default=None,

@@ -48,8 +48,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from einsum_analyze import analyze  # noqa: E402
-from einsum_analyze.equation import parse_equation  # noqa: E402
-from einsum_analyze.planning import Plan, plan_contraction  # noqa: E402
+from einsum_analyze.model.equation import parse_equation  # noqa: E402
+from einsum_analyze.model.planning import Plan, plan_contraction  # noqa: E402
 from einsum_analyze.search import cotengra_available, pareto_front, score_path  # noqa: E402
 from einsum_analyze.search.candidates import cotengra_path  # noqa: E402
 from einsum_analyze.strategies import build_strategy  # noqa: E402

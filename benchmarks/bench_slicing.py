@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE))
 import _common  # noqa: E402
 
 from einsum_analyze import analyze, execute  # noqa: E402
-from einsum_analyze.formatting import format_bytes  # noqa: E402
+from einsum_analyze.render.formatting import format_bytes  # noqa: E402
 from einsum_analyze.strategies import StrategyResult  # noqa: E402
 
 DEFAULT_CASES = ("tn18-b65536-bond64", "mps-layer", "tn18-b512")

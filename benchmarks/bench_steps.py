@@ -30,7 +30,7 @@ def no_lookahead() -> None:
     import functools
 
     import einsum_analyze.strategies.registry as registry
-    from einsum_analyze.lowering import lower_events
+    from einsum_analyze.model.lowering import lower_events
 
     registry.lower_events = functools.partial(lower_events, lookahead=False)
 

@@ -55,7 +55,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from einsum_analyze import analyze, execute  # noqa: E402
-from einsum_analyze.equation import parse_equation  # noqa: E402
+from einsum_analyze.model.equation import parse_equation  # noqa: E402
 from einsum_analyze.search import floor_bytes  # noqa: E402
 from einsum_analyze.strategies import strategy_names  # noqa: E402
 

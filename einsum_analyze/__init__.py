@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from ._version import __version__
 from .analysis import analyze
-from .capture import capture
-from .equation import Equation, parse_equation
 from .errors import (
     BackendUnavailableError,
     EinsumAnalyzeError,
@@ -25,9 +23,12 @@ from .errors import (
     ShapeError,
 )
 from .execution import execute
-from .memory import MemoryProfile, simulate_memory
-from .planning import Plan, Step, plan_contraction
-from .report import SCHEMA_VERSION, Report
+from .model.equation import Equation, parse_equation
+from .model.memory import MemoryProfile, simulate_memory
+from .model.planning import Plan, Step, plan_contraction
+from .report.report import SCHEMA_VERSION, Report
+from .slicing import strategy as _sliced  # noqa: F401 - registers the sliced strategy
+from .training.capture import capture
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -1,27 +1,34 @@
-"""The one entry point the CLI and notebooks share: :func:`analyze`."""
+"""The one entry point the CLI and notebooks share: :func:`analyze`, one equation or a batch.
+
+:func:`analyze` models one equation; :func:`run_cases` analyses the cases of a cases file
+(:mod:`einsum_analyze.report.cases` reads them) and checks each one's budgets. The
+analysis imports no torch, click or rich.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ._types import DTYPE_ITEMSIZE
-from .analysis_memo import remembered, remembered_paths, strategy_key
-from .equation import parse_equation, shapes_from_sizes
-from .errors import BackendUnavailableError, PlanningError, ShapeError
-from .lowering import lower_events
-from .memory import MemoryProfile, forward_schedule, input_elements, simulate_memory
-from .parsing import parse_bytes, parse_operand_list
-from .planning import (
+from .errors import BackendUnavailableError, EinsumAnalyzeError, PlanningError, ShapeError
+from .model.equation import parse_equation, shapes_from_sizes
+from .model.lowering import lower_events
+from .model.memo import remembered, remembered_paths, strategy_key
+from .model.memory import MemoryProfile, forward_schedule, input_elements, simulate_memory
+from .model.parsing import parse_bytes, parse_operand_list
+from .model.planning import (
     DEFAULT_MAX_SEARCH_S,
     Plan,
     SearchCallback,
     parse_memory_limit,
     plan_contraction,
 )
-from .report import Report, environment
+from .model.types import DTYPE_ITEMSIZE
+from .report.budgets import apply_budgets
+from .report.cases import BatchReport, Case, CaseEntry, CaseOutcome
+from .report.report import Report, environment
 from .search import (
     BudgetSummary,
     LimitRow,
@@ -44,7 +51,7 @@ from .strategies import (
     plan_gradients,
 )
 
-__all__ = ["MIN_SEARCH_TIME", "analyze"]
+__all__ = ["MIN_SEARCH_TIME", "analyze", "analyze_case", "run_cases"]
 
 MIN_SEARCH_TIME = 0.1
 """Seconds of path re-contraction each limit of a sweep gets at least."""
@@ -430,4 +437,53 @@ def _limit_row(limit: int | str | None, report: Report) -> LimitRow:
         best=report.recommended.plan if report.recommended is not None else None,
         fits=report.recommended.fits if report.recommended is not None else None,
         warnings=report.warnings,
+    )
+
+
+def run_cases(
+    entries: Sequence[CaseEntry],
+    *,
+    runner: Callable[[Case], Report] | None = None,
+) -> BatchReport:
+    """Analyse every runnable case and check its budgets; keep the errors as entries.
+
+    Args:
+        entries: From :func:`parse_cases`.
+        runner: Turns a case into a report; by default :func:`analyze_case`, which
+            analyses with the case's options (analysis only). Budgets are applied to what it
+            returns, so a runner that adds ``runs`` gets ``max-time`` checked too.
+
+    Returns:
+        The :class:`BatchReport`, in entry order.
+    """
+    run = runner or analyze_case
+    outcomes: list[CaseOutcome] = []
+    for entry in entries:
+        if entry.case is None:
+            outcomes.append(CaseOutcome(name=entry.name, error=entry.error))
+            continue
+        try:
+            report = apply_budgets(run(entry.case), entry.case.options.budgets)
+        except EinsumAnalyzeError as err:
+            outcomes.append(CaseOutcome(name=entry.name, error=str(err)))
+            continue
+        outcomes.append(CaseOutcome(name=entry.name, report=report))
+    return BatchReport(cases=tuple(outcomes))
+
+
+def analyze_case(case: Case) -> Report:
+    """Analyse one case with its options (no execution); budgets are not applied here."""
+    options = case.options
+    return analyze(
+        case.equation,
+        case.shapes,
+        sizes=case.sizes,
+        optimize=options.optimize,
+        memory_limit=options.memory_limit,
+        dtype=options.dtype,
+        grad=options.grad,
+        strategies=options.strategies,
+        budget=options.budget,
+        objective=options.objective,
+        max_search_s=options.max_search_s,
     )

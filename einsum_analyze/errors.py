@@ -8,6 +8,8 @@ from __future__ import annotations
 __all__ = [
     "BackendUnavailableError",
     "BudgetError",
+    "DropinError",
+    "DropinValueError",
     "EinsumAnalyzeError",
     "EquationError",
     "InputFileError",
@@ -42,3 +44,11 @@ class BudgetError(EinsumAnalyzeError):
 
 class InputFileError(EinsumAnalyzeError):
     """A cases file or a saved report cannot be read, or is not of the expected form."""
+
+
+class DropinError(EinsumAnalyzeError, RuntimeError):
+    """Bad input to the drop-in einsum: a RuntimeError, as torch.einsum raises."""
+
+
+class DropinValueError(DropinError, ValueError):
+    """Bad input for which torch.einsum raises a ValueError (its opt_einsum path)."""

@@ -25,12 +25,12 @@ from .backends.base import CUDA_GRANULARITY, Run, make_context, predicted_peak_b
 from .backends.baselines import BASELINES, run_baseline
 from .backends.runners import run_strategy
 from .errors import BackendUnavailableError, PlanningError
-from .formatting import format_bytes, format_seconds
-from .memory import simulate_memory
-from .parsing import parse_bytes
-from .planning import Step
-from .report import Report
-from .run_roofline import attach_calibration
+from .model.memory import simulate_memory
+from .model.parsing import parse_bytes
+from .model.planning import Step
+from .render.formatting import format_bytes, format_seconds
+from .report.report import Report
+from .runs.roofline import attach_calibration
 from .search import RECOMMENDED_LABEL
 from .strategies import StrategyResult, runs_on_our_executor
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from einsum_analyze import parse_equation, plan_contraction
-from einsum_analyze.planning import Plan
+from einsum_analyze.model.planning import Plan
 
 __all__ = [
     "CASES",

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from einsum_analyze.planning import Plan
+from einsum_analyze.model.planning import Plan
 
 
 def make_inputs(plan: Plan, seed: int, dtype: str) -> tuple[list[torch.Tensor], torch.Tensor]:

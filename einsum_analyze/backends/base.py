@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..memory import Event, simulate_memory
+from ..model.memory import Event, simulate_memory
 from ..roofline.steps import StepTime
-from ..timing import Measurement
 from .relabel import ascii_equation, contract_along_path, torch_equation
+from .timing import Measurement
 
 __all__ = [
     "CALLER_UPSTREAM",

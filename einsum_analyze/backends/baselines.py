@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..timing import measure
 from .base import DeviceContext, Run, relative_error
 from .relabel import TORCH_LABELS, contract_along_path, torch_equation, widest_step
+from .timing import measure
 
 __all__ = ["BASELINES", "run_baseline"]
 

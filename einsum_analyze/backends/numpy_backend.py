@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..memory import Event
+from ..model.memory import Event
 from .base import CALLER_UPSTREAM, DeviceContext, MemoryFigures
 from .relabel import ascii_equation
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..memory import Event
-from ..timing import Measurement, measure
+from ..model.memory import Event
 from .base import DeviceContext, Executor, Run, relative_error
 from .step_timing import time_steps
+from .timing import Measurement, measure
 
 __all__ = ["run_strategy"]
 

@@ -16,9 +16,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..memory import Event
+from ..model.memory import Event
+from ..model.schedule import STEP_OPERATIONS
 from ..roofline.steps import StepTime
-from ..schedule import STEP_OPERATIONS
 from .base import DeviceContext
 from .torch_backend import run_compiled
 from .torch_kernels import CompiledSchedule, Live

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..memory import Event
+from ..model.memory import Event
 from .base import CALLER_UPSTREAM, DeviceContext, MemoryFigures, allocated_bytes
 from .relabel import ascii_equation
 from .torch_kernels import CompiledSchedule, Live, Op, compile_schedule

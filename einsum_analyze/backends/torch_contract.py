@@ -1,6 +1,6 @@
 """Compile one contraction event into torch calls (:mod:`.torch_kernels` compiles the rest).
 
-The kernels are those :mod:`einsum_analyze.lowering` chose: sums of private indices and
+The kernels are those :mod:`einsum_analyze.model.lowering` chose: sums of private indices and
 layout copies into temporaries, then one ``mm``/``bmm`` or ``mul`` into a fresh output.
 Each input reaches its kernel through one :class:`.ViewChain`; reductions, copies and
 products allocate their own contiguous result (as a fresh ``empty`` with ``out=`` would),
@@ -16,8 +16,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..lowering import InputPrep, Kernel
-from ..memory import Event
+from ..model.lowering import InputPrep, Kernel
+from ..model.memory import Event
 from .relabel import ascii_equation
 from .torch_views import ViewChain, arrange, contiguous_strides, diagonal_view, finish
 

@@ -2,7 +2,7 @@
 
 Each event is compiled once into a small function over a dict of live tensors, so that
 timed runs pay no planning. Contractions (:mod:`.torch_contract`) run the kernels chosen
-by :mod:`einsum_analyze.lowering`: sums of private indices and layout copies into
+by :mod:`einsum_analyze.model.lowering`: sums of private indices and layout copies into
 temporaries, then one ``mm``/``bmm`` or ``mul`` into a fresh output. Nothing else is
 allocated, so the device's allocator sees what the memory replay predicts. The views
 an event reads are replayed as one ``as_strided`` each (:mod:`.torch_views`).
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..memory import Event
+from ..model.memory import Event
 from .torch_contract import Live, Op, compile_contract
 from .torch_views import ViewChain, arrange, diagonal_view
 

@@ -8,7 +8,7 @@ from ..errors import PlanningError
 from .schedule_runner import ScheduleSlices
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..report.report import Report
 
 __all__ = ["runner_for"]
 
@@ -24,7 +24,7 @@ def runner_for(report: Report) -> ScheduleSlices:
         PlanningError: The report has no ``sliced`` strategy, or its schedule cannot be
             rebuilt from its section.
     """
-    from ..lowering import lower_events
+    from ..model.lowering import lower_events
     from ..slicing import SlicePlan
 
     strategy = next((s for s in report.strategies if s.name == "sliced"), None)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..planning import Plan
+from ..model.planning import Plan
 
 __all__ = ["ScheduleSlices"]
 
@@ -80,7 +80,7 @@ class ScheduleSlices:
     def _lowered(self, ids: Sequence[int], grad: Sequence[int], compile_: bool) -> _Lowered:
         key = ("lowered", tuple(ids), tuple(grad), compile_)
         if key not in self._cache:
-            from ..lowering import lower_events
+            from ..model.lowering import lower_events
 
             schedule = self._schedule(ids, grad)
             eq = self.plan.equation

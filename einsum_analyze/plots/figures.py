@@ -24,7 +24,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..formatting import format_bytes, format_count, format_seconds
+from ..render.formatting import format_bytes, format_count, format_seconds
 from .data import FigureData, RunBar, TimelineSeries, TradeoffPoint, TreeData
 from .layout import labelled_nodes, layout_tree
 

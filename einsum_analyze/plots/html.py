@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..formatting import format_bytes, format_count, format_seconds
+from ..render.formatting import format_bytes, format_count, format_seconds
 
 __all__ = ["JSON_ELEMENT_ID", "embed_json", "html_page", "inline_svg"]
 

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._types import DTYPE_ITEMSIZE
 from ..errors import PlanningError
+from ..model.types import DTYPE_ITEMSIZE
 
 __all__ = ["MAX_NAME", "NOMINAL", "DeviceProfile", "load_profile", "profile_from_dict",
            "profile_names"]

@@ -3,7 +3,7 @@
 A step is an event that computes something: a contraction (``contract``) or a gradient
 broadcast into a new tensor (``unreduce``). Seeds, views and frees move nothing.
 
-- ``flops``: the work the lowered kernels do (:class:`~einsum_analyze.schedule.Kernel`),
+- ``flops``: the work the lowered kernels do (:class:`~einsum_analyze.model.schedule.Kernel`),
   each kernel counted by opt_einsum's convention for what it computes: a sum of private
   indices first (two FLOPs per element read, as opt_einsum counts a one-operand sum), then
   the product (``2 * batch * left * contracted * right`` for a ``bmm``, one per output
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..schedule import STEP_OPERATIONS, Event, InputPrep, Kernel
+from ..model.schedule import STEP_OPERATIONS, Event, InputPrep, Kernel
 
 __all__ = ["StepCost", "StepTime", "step_cost", "step_costs"]
 

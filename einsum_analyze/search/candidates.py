@@ -28,10 +28,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .._types import LinearPath
-from ..analysis_memo import deterministic_path, remembered
-from ..equation import Equation
-from ..planning import Plan
+from ..model.equation import Equation
+from ..model.memo import deterministic_path, remembered
+from ..model.planning import Plan
+from ..model.types import LinearPath
 from .tree import NodeCost, TreeModel, linear_to_tree, optimise_path
 
 __all__ = [

@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .._types import LinearPath
-from ..analysis_memo import remembered, strategy_key
-from ..equation import Equation
 from ..errors import PlanningError
-from ..planning import DEFAULT_MAX_SEARCH_S, Plan
+from ..model.equation import Equation
+from ..model.memo import remembered, strategy_key
+from ..model.planning import DEFAULT_MAX_SEARCH_S, Plan
+from ..model.types import LinearPath
 from ..strategies import (
     LARGE_NETWORK,
     GradientPlan,

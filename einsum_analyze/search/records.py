@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from .._types import LinearPath
+from ..model.types import LinearPath
 from ..strategies import StrategyResult
 
 __all__ = [

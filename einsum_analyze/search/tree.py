@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from ..equation import Equation
+from ..model.equation import Equation
 
 __all__ = ["NodeCost", "TreeModel", "linear_to_tree", "reconfigure", "tree_to_linear"]
 

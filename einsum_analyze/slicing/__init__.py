@@ -25,11 +25,17 @@ API (stable; docs/slicing.md has the details and examples):
   without one gets the sum over slices; a sliced output index: each slice writes its
   part of the output and starts its backward from its part of the upstream gradient.
 
+The ``sliced`` strategy itself (:mod:`.strategy`) runs another strategy per slice, so this
+package sits above :mod:`einsum_analyze.strategies` and registers ``sliced`` there when it
+is imported (``import einsum_analyze`` imports it). It may import the model, the strategies
+and, inside :mod:`.run`'s functions, the torch backend.
+
 Analysis modules here never import torch; :mod:`.run` imports it inside its functions.
 """
 
 from __future__ import annotations
 
+from ..strategies.registry import register_strategy
 from .finder import FINDERS, MAX_SLICES, SliceChoice, SliceScore, find_slices, score_slices
 from .plan import SlicePlan, chunk_labels, slice_equation
 from .run import SliceRun, run_slices
@@ -40,6 +46,7 @@ from .schedule import (
     part_is_contiguous,
     sliced_schedule,
 )
+from .strategy import SPEC as _SLICED
 
 __all__ = [
     "FINDERS",
@@ -59,3 +66,5 @@ __all__ = [
     "slice_equation",
     "sliced_schedule",
 ]
+
+register_strategy(_SLICED)

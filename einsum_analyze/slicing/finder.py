@@ -33,9 +33,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..lowering import lower_events
-from ..memory import simulate_memory
-from ..planning import Plan, size_of
+from ..model.lowering import lower_events
+from ..model.memory import simulate_memory
+from ..model.planning import Plan, size_of
 from .plan import SlicePlan
 from .schedule import sliced_schedule
 

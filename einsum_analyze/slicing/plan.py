@@ -18,8 +18,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..equation import Equation
 from ..errors import PlanningError
+from ..model.equation import Equation
 
 __all__ = ["SlicePlan", "chunk_labels", "slice_equation"]
 

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..lowering import lower_events
-from ..planning import Plan
+from ..model.lowering import lower_events
+from ..model.planning import Plan
 from .plan import SlicePlan
 from .schedule import SlicedSchedule, sliced_schedule
 

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import PlanningError
-from ..memory import forward_schedule, tensor_name
-from ..planning import Plan, size_of
-from ..schedule import Event, Phase
+from ..model.memory import forward_schedule, tensor_name
+from ..model.planning import Plan, size_of
+from ..model.schedule import Event, Phase
 from ..strategies.common import ScheduleBuilder, StrategyInput
 from ..strategies.registry import get_strategy
 from .plan import SlicePlan, chunk_labels, slice_equation
@@ -47,7 +47,7 @@ __all__ = ["PER_SLICE_STRATEGIES", "SliceShape", "SlicedSchedule", "part_is_cont
 
 PER_SLICE_STRATEGIES = ("reverse", "checkpoint")
 """Strategies a slice may run: reverse mode through the tree, kept or recomputed (a
-schedule that names each slice's tensors as :mod:`einsum_analyze.memory` does)."""
+schedule that names each slice's tensors as :mod:`einsum_analyze.model.memory` does)."""
 
 _GRADIENT = re.compile(r"d(\d+)")
 
@@ -78,7 +78,7 @@ class SlicedSchedule:
     """The events of a sliced step and what the report says of them.
 
     Attributes:
-        events: The schedule (not lowered: :func:`~einsum_analyze.lowering.lower_events`
+        events: The schedule (not lowered: :func:`~einsum_analyze.model.lowering.lower_events`
             with :attr:`sizes`).
         labels: Size of each chunk label.
         forward_flops: FLOPs of the slices' forward contractions and of the output's

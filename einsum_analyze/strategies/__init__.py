@@ -1,18 +1,24 @@
 """Backward strategies as schedules, their FLOPs and their memory (docs/method.md section 5).
 
-Every strategy is one list of :class:`~einsum_analyze.schedule.Event`: the forward pass,
+Every strategy is one list of :class:`~einsum_analyze.model.schedule.Event`: the forward pass,
 then the backward pass. The same list is replayed for memory and run by the executor.
 Strategies are registered by name (:mod:`.registry`); each lives in a module of its own:
 
 - ``reverse`` (:mod:`.reverse`): reverse mode through the forward tree.
 - ``independent`` (:mod:`.independent`): each operand's gradient as its own planned
   einsum (:mod:`.gradient_plans`); nothing is retained.
-- ``torch-autograd`` (:mod:`.torch_model`): a model of torch autograd on the same path.
+- ``torch-autograd`` (:mod:`.torch_autograd`): torch.einsum's own execution under
+  autograd, as :mod:`einsum_analyze.torch_model` models it.
 - ``checkpoint`` (:mod:`.checkpoint`): reverse mode keeping a chosen set of
   intermediates and recomputing the others during backward (not modelled by default).
-- ``sliced`` (:mod:`.sliced`): the step cut into slices of a few indices, each run
-  forward then backward, gathered into full-size buffers (not modelled by default;
-  :mod:`einsum_analyze.slicing`).
+- ``sliced`` (:mod:`einsum_analyze.slicing.strategy`): the step cut into slices of a few
+  indices, each run forward then backward with one of the strategies above, gathered into
+  full-size buffers (not modelled by default). It composes the others, so it lives above
+  them in :mod:`einsum_analyze.slicing`, which registers it when imported (importing
+  :mod:`einsum_analyze` does).
+
+This package may import :mod:`einsum_analyze.model` and :mod:`einsum_analyze.torch_model`,
+nothing above them (docs/architecture.md).
 
 Operands that need no gradient cost nothing: their gradients are never computed and
 nothing is retained on their account. docs/strategies.md shows how to add a strategy:
@@ -37,8 +43,7 @@ from .registry import (
     unregister_strategy,
 )
 from .reverse import SPEC as _REVERSE
-from .sliced import SPEC as _SLICED
-from .torch_model import SPEC as _TORCH_MODEL
+from .torch_autograd import SPEC as _TORCH_AUTOGRAD
 
 __all__ = [
     "LARGE_NETWORK",
@@ -61,9 +66,9 @@ __all__ = [
     "unregister_strategy",
 ]
 
-# The built-in strategies, in the order reports list them. A new strategy is one module
-# plus one line here.
-for _spec in (_REVERSE, _INDEPENDENT, _TORCH_MODEL, _CHECKPOINT, _SLICED):
+# The built-in strategies, in the order reports list them (``sliced`` comes next, from
+# einsum_analyze.slicing). A new strategy is one module plus one line here.
+for _spec in (_REVERSE, _INDEPENDENT, _TORCH_AUTOGRAD, _CHECKPOINT):
     register_strategy(_spec)
 
 STRATEGIES: tuple[str, ...] = default_strategy_names()

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, assert_never, get_args
 
 from ..errors import PlanningError
-from ..parsing import parse_bytes
-from ..planning import Plan
+from ..model.parsing import parse_bytes
+from ..model.planning import Plan
 from .checkpoint_schedule import (
     KeepSchedules,
     checkpoint_candidates,

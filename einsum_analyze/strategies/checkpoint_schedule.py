@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 
-from ..lowering import Layout, lower_events
-from ..memory import input_elements, simulate_memory, tensor_name
-from ..planning import Plan
-from ..schedule import Event, Kernel
+from ..model.lowering import Layout, lower_events
+from ..model.memory import input_elements, simulate_memory, tensor_name
+from ..model.planning import Plan
+from ..model.schedule import Event, Kernel
 from .common import ScheduleBuilder, needs_grad
 from .reverse import _step_gradients
 

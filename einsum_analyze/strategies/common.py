@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._types import Term
-from ..gradients import GradientSpec, unreduce_kind
-from ..memory import MemoryProfile
-from ..planning import Plan, Step, count_flops, size_of
-from ..schedule import Event
+from ..model.gradients import GradientSpec, unreduce_kind
+from ..model.memory import MemoryProfile
+from ..model.planning import Plan, Step, count_flops, size_of
+from ..model.schedule import Event
+from ..model.types import Term
 
 __all__ = [
     "GradientPlan",

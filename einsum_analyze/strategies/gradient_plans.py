@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from ..equation import Equation
-from ..gradients import GradientSpec, derive_gradients
-from ..planning import (
+from ..model.equation import Equation
+from ..model.gradients import GradientSpec, derive_gradients
+from ..model.planning import (
     DEFAULT_MAX_SEARCH_S,
     TIME_LIMIT_NOTE,
     Plan,
@@ -63,11 +63,11 @@ def plan_gradients(
     ``greedy`` when no forward plan is given).
 
     ``memory_limit`` bounds every core's intermediates as it bounds the forward path's
-    (:func:`einsum_analyze.planning.plan_contraction`): a core whose path breaks it is
+    (:func:`einsum_analyze.model.planning.plan_contraction`): a core whose path breaks it is
     replanned with greedy under the limit, and the warnings say so.
 
     ``max_search_s`` bounds the searches of all the cores together (one deadline,
-    :func:`~einsum_analyze.planning.plan_contraction`); ``on_search`` is told once, before
+    :func:`~einsum_analyze.model.planning.plan_contraction`); ``on_search`` is told once, before
     they start, when each may take long.
     """
     start = time.perf_counter()

@@ -1,17 +1,17 @@
 """``independent``: each operand's gradient as its own planned einsum (docs/method.md section 5).
 
 The forward pass runs as inference (nothing retained); then each differentiated
-operand's core contraction (:mod:`einsum_analyze.gradients`), planned on its own by
+operand's core contraction (:mod:`einsum_analyze.model.gradients`), planned on its own by
 :func:`~einsum_analyze.strategies.gradient_plans.plan_gradients`, runs from the upstream
 gradient and the operands. FLOPs grow with the number of operands.
 """
 
 from __future__ import annotations
 
-from ..gradients import GradientSpec, unreduce_kind
-from ..memory import forward_schedule, tensor_name
-from ..planning import Plan, size_of
-from ..schedule import Event
+from ..model.gradients import GradientSpec, unreduce_kind
+from ..model.memory import forward_schedule, tensor_name
+from ..model.planning import Plan, size_of
+from ..model.schedule import Event
 from .common import ScheduleBuilder, StrategyInput
 from .registry import StrategySpec
 from .rerooted import DownStep, RerootedTree

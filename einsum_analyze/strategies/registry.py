@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from ..errors import PlanningError
-from ..lowering import lower_events
-from ..memory import simulate_memory
-from ..planning import Plan, size_of
+from ..model.lowering import lower_events
+from ..model.memory import simulate_memory
+from ..model.planning import Plan, size_of
 from .common import GradientPlan, ScheduleBuilder, StrategyInput, StrategyResult
 
 __all__ = [
@@ -59,7 +59,7 @@ class StrategySpec:
             under the report's memory limit); the report then has a ``gradients``
             section.
         lowered: The schedule runs on our executor: its contractions are lowered to
-            kernels (:mod:`einsum_analyze.lowering`), whose copies count in its memory.
+            kernels (:mod:`einsum_analyze.model.lowering`), whose copies count in its memory.
             False for a model of someone else's executor (``torch-autograd``).
         default: Modelled when the caller names no strategies.
         own_path: The strategy plans its own contraction path (``torch-autograd``:
@@ -187,7 +187,7 @@ def build_strategy(
         options: Values for the strategy's registered options.
         upstream_copy: Our executor copies the upstream gradient into its seed (complex
             dtypes: backward conjugates the seed in place); otherwise the seed is the
-            caller's tensor (:func:`~einsum_analyze.memory.simulate_memory`). The
+            caller's tensor (:func:`~einsum_analyze.model.memory.simulate_memory`). The
             ``torch-autograd`` model never copies it.
 
     Returns:

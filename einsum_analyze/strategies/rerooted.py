@@ -17,7 +17,7 @@ each shared piece once:
 
 A core then costs one pass over the forward steps (ids and positions) and no label
 work, where planning it from its text costs a pass over every label of every step.
-The result is the same :class:`~einsum_analyze.planning.Plan` the text would give
+The result is the same :class:`~einsum_analyze.model.planning.Plan` the text would give
 (checked against :meth:`Plan.from_path` in the tests).
 """
 
@@ -26,9 +26,9 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from dataclasses import dataclass
 
-from ..equation import Equation
-from ..gradients import GradientSpec
-from ..planning import Plan, Step, count_flops, size_of
+from ..model.equation import Equation
+from ..model.gradients import GradientSpec
+from ..model.planning import Plan, Step, count_flops, size_of
 
 __all__ = ["DownStep", "RerootedTree"]
 
@@ -76,8 +76,8 @@ class RerootedTree:
 
     Example:
         >>> from einsum_analyze import parse_equation
-        >>> from einsum_analyze.gradients import derive_gradient
-        >>> from einsum_analyze.planning import plan_contraction
+        >>> from einsum_analyze.model.gradients import derive_gradient
+        >>> from einsum_analyze.model.planning import plan_contraction
         >>> eq = parse_equation("ab,bc,cd->ad", [(2, 3), (3, 4), (4, 5)])
         >>> tree = RerootedTree(plan_contraction(eq, [(0, 1), (0, 1)]))
         >>> core = tree.core_plan(derive_gradient(eq, 0), "forward-tree")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..memory import forward_schedule, tensor_name
-from ..planning import Plan, Step, size_of
+from ..model.memory import forward_schedule, tensor_name
+from ..model.planning import Plan, Step, size_of
 from .common import ScheduleBuilder, StrategyInput, needs_grad, single_step_core
 from .registry import StrategySpec
 

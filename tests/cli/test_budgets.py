@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from einsum_analyze.cli import cli
-from einsum_analyze.render import format_bytes
+from einsum_analyze.render.report import format_bytes
 from einsum_analyze.report import load_schema
 
 # bc,bd,cm,mdn->bn: forward 31,112 FLOPs; reverse mode retains intermediates.

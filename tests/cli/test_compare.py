@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from einsum_analyze.cli import cli, compare_cli
-from einsum_analyze.compare import load_comparison_schema
+from einsum_analyze.report.compare import load_comparison_schema
 
 V1 = Path(__file__).parents[1] / "golden" / "schema_v1"
 

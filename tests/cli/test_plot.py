@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from einsum_analyze import analyze
 from einsum_analyze.cli import cli
-from einsum_analyze.formatting import format_bytes
 from einsum_analyze.plots import figure_data
 from einsum_analyze.plots.html import JSON_ELEMENT_ID
+from einsum_analyze.render.formatting import format_bytes
 
 TN18 = ("bc,bd,be,bf,bg,bh,bi,bj,bk,cm,mdn,neo,ofp,pgzq,qhr,ris,sjt,tk->bz",
         "512x2,512x2,512x2,512x2,512x2,512x2,512x2,512x2,512x2,2x7,7x2x7,7x2x7,7x2x7,"

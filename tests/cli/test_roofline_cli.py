@@ -140,7 +140,7 @@ def test_a_profile_name_is_text_not_markup(tmp_path):
     (0.00049, "0.049%"), (0.01, "1%"),
 ])
 def test_a_small_share_or_efficiency_is_not_printed_as_zero(ratio, text):
-    from einsum_analyze.render_roofline import percent
+    from einsum_analyze.render.roofline import percent
 
     assert percent(ratio) == text
 

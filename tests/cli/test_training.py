@@ -10,10 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from einsum_analyze import analyze, execute
-from einsum_analyze.cases import CaseDefaults, analyze_case, parse_cases, run_cases
+from einsum_analyze.analysis import analyze_case, run_cases
 from einsum_analyze.cli import cli
-from einsum_analyze.compare import compare_reports
 from einsum_analyze.report import load_schema
+from einsum_analyze.report.cases import CaseDefaults, parse_cases
+from einsum_analyze.report.compare import compare_reports
 
 CHAIN = ["abc,bd,de,ef->af", "--shapes", "8x6x5,6x40,40x40,40x3"]
 
@@ -171,7 +172,7 @@ def test_the_search_imports_neither_torch_click_nor_rich():
 
 
 def test_comparisons_of_sweeps_validate_against_the_comparison_schema():
-    from einsum_analyze.compare import load_comparison_schema
+    from einsum_analyze.report.compare import load_comparison_schema
 
     eq, shapes = "abc,bd,de,ef->af", [(8, 6, 5), (6, 40), (40, 40), (40, 3)]
     before = analyze(eq, shapes, memory_limit="none,100", objective="flops").to_dict()

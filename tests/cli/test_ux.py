@@ -20,9 +20,9 @@ from click.testing import CliRunner
 
 from einsum_analyze import analyze, execution
 from einsum_analyze.cli import cli
-from einsum_analyze.formatting import format_bytes, format_count
-from einsum_analyze.render import stacked, wrap_equation
-from einsum_analyze.terminal import RunProgress
+from einsum_analyze.render.formatting import format_bytes, format_count
+from einsum_analyze.render.report import stacked, wrap_equation
+from einsum_analyze.render.terminal import RunProgress
 
 README = ["bc,bd,cm,mdn->bn", "--shapes", "512x2,512x2,2x7,7x2x7"]
 FAST = ["--repeats", "2", "--warmup", "0"]
@@ -156,7 +156,7 @@ def test_float16_operands_are_scaled_so_sums_stay_finite():
 
 
 def test_reports_never_hold_nan():
-    from einsum_analyze.terminal import finite
+    from einsum_analyze.render.terminal import finite
 
     data = finite({"a": [1.0, math.nan, {"b": math.inf}], "c": 2})
     assert data == {"a": [1.0, None, {"b": None}], "c": 2}
@@ -309,7 +309,7 @@ def _report_with_run(median: float, iqr: float, peak: int, passed: bool = True) 
 
 
 def test_compare_judges_timings_against_their_spread():
-    from einsum_analyze.compare import compare_reports
+    from einsum_analyze.report.compare import compare_reports
 
     before = _report_with_run(1e-4, 2e-4, 1000)
     after = _report_with_run(3e-4, 2e-4, 1000)  # +200%, inside the recorded spread
@@ -319,7 +319,7 @@ def test_compare_judges_timings_against_their_spread():
 
 
 def test_compare_covers_measured_memory_and_budget_outcomes():
-    from einsum_analyze.compare import compare_reports
+    from einsum_analyze.report.compare import compare_reports
 
     before = _report_with_run(1e-4, 0.0, 1000)
     regressed = compare_reports(before, _report_with_run(1e-4, 0.0, 1024)).regressions
@@ -350,7 +350,7 @@ def test_run_options_rejected_at_once_even_without_runs(args):
 
 
 def test_noisy_timings_are_summarised_in_one_line():
-    from einsum_analyze.timing import Measurement
+    from einsum_analyze.backends.timing import Measurement
 
     def measured(blocks):
         return Measurement(block_times_s=blocks, calls_per_block=1, warmup_calls=0,

@@ -70,8 +70,8 @@ def test_ranks_die_with_a_parent_that_is_killed(tmp_path: Path, how: signal.Sign
 def test_a_gloo_error_with_brackets_is_printed_not_parsed() -> None:
     from rich.console import Console
 
-    from einsum_analyze.devices_cli import render_distributed
     from einsum_analyze.distributed.run import DeviceFigures, DistributedResult
+    from einsum_analyze.render.distributed import render_distributed
 
     error = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
              "pair.cc:537] Read error [127.0.0.1]:8118: Connection reset by peer")
@@ -92,8 +92,8 @@ def test_a_gloo_error_with_brackets_is_printed_not_parsed() -> None:
 def test_a_slow_step_reads_its_speedup_not_zero() -> None:
     from rich.console import Console
 
-    from einsum_analyze.devices_cli import render_distributed
     from einsum_analyze.distributed.run import DeviceFigures, DistributedResult
+    from einsum_analyze.render.distributed import render_distributed
 
     result = DistributedResult(
         devices=("cpu:0",), backend="gloo", slice_count=4,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from einsum_analyze import analyze, execute
-from einsum_analyze.precision import precision_context
+from einsum_analyze.backends.precision import precision_context
 
 CASES = {c["name"]: c for c in json.loads(
     (Path(__file__).parents[2] / "benchmarks" / "cases.json").read_text())["cases"]}

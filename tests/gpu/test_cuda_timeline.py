@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from einsum_analyze import analyze
 from einsum_analyze.backends.base import predicted_peak_bytes
-from einsum_analyze.backends.cuda_timeline import record_timelines
 from einsum_analyze.cli import cli
 from einsum_analyze.plots import figure_data
+from einsum_analyze.runs.timeline import record_timelines
 
 TN18 = ("bc,bd,be,bf,bg,bh,bi,bj,bk,cm,mdn,neo,ofp,pgzq,qhr,ris,sjt,tk->bz",
         [(512, 2)] * 9 + [(2, 7), (7, 2, 7), (7, 2, 7), (7, 2, 7), (7, 2, 10, 7), (7, 2, 7),

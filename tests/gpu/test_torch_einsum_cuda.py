@@ -15,9 +15,9 @@ import pytest
 import torch
 from corpus import CASES, Case
 
-from einsum_analyze.equation import parse_equation
-from einsum_analyze.memory import simulate_memory
-from einsum_analyze.torch_einsum import torch_autograd_schedule
+from einsum_analyze.model.equation import parse_equation
+from einsum_analyze.model.memory import simulate_memory
+from einsum_analyze.torch_model.forward import torch_autograd_schedule
 
 ROUNDING = 512
 GPU_CASES = [c for c in CASES if c.input_elements <= 2_000_000]

@@ -30,7 +30,7 @@ from strategies import einsum_problems, grad_subsets
 from einsum_analyze import parse_equation, plan_contraction
 from einsum_analyze.backends.numpy_backend import run_events_numpy
 from einsum_analyze.backends.torch_backend import run_schedule
-from einsum_analyze.planning import Plan
+from einsum_analyze.model.planning import Plan
 from einsum_analyze.strategies import StrategyResult, build_strategy
 
 ITEMSIZE = {"float64": 8, "complex128": 16}

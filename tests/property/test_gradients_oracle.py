@@ -32,8 +32,8 @@ import einsum_analyze.strategies.gradient_plans as strategies_module
 from einsum_analyze import parse_equation, plan_contraction
 from einsum_analyze.backends.numpy_backend import run_events_numpy
 from einsum_analyze.backends.torch_backend import run_schedule
-from einsum_analyze.equation import Equation
-from einsum_analyze.planning import Plan
+from einsum_analyze.model.equation import Equation
+from einsum_analyze.model.planning import Plan
 from einsum_analyze.strategies import (
     STRATEGIES,
     StrategyResult,

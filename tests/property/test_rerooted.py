@@ -22,13 +22,18 @@ from opt_einsum.paths import ssa_to_linear
 from opt_einsum.testing import rand_equation
 from strategies import einsum_problems
 
-import einsum_analyze.lowering as lowering_module
+import einsum_analyze.model.lowering as lowering_module
 import einsum_analyze.strategies.gradient_plans as gradient_plans_module
 from einsum_analyze import analyze, parse_equation
-from einsum_analyze.gradients import derive_gradients
-from einsum_analyze.lowering import lower_events
-from einsum_analyze.memory import forward_schedule, input_elements, simulate_memory, tensor_name
-from einsum_analyze.planning import Plan, plan_contraction
+from einsum_analyze.model.gradients import derive_gradients
+from einsum_analyze.model.lowering import lower_events
+from einsum_analyze.model.memory import (
+    forward_schedule,
+    input_elements,
+    simulate_memory,
+    tensor_name,
+)
+from einsum_analyze.model.planning import Plan, plan_contraction
 from einsum_analyze.strategies import build_strategy, plan_gradients
 from einsum_analyze.strategies.common import ScheduleBuilder
 from einsum_analyze.strategies.rerooted import RerootedTree

@@ -28,7 +28,7 @@ from strategies import einsum_problems, grad_subsets
 from einsum_analyze import analyze, execute, parse_equation, plan_contraction
 from einsum_analyze.backends.numpy_backend import run_events_numpy
 from einsum_analyze.backends.torch_backend import run_schedule
-from einsum_analyze.planning import Plan
+from einsum_analyze.model.planning import Plan
 from einsum_analyze.slicing import SlicePlan, run_slices
 from einsum_analyze.strategies import StrategyResult, build_strategy
 

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from strategies import EinsumProblem, einsum_problems, grad_subsets
 
 from einsum_analyze.backends.torch_backend import run_schedule
-from einsum_analyze.equation import parse_equation
-from einsum_analyze.planning import OPTIMIZERS, plan_contraction
+from einsum_analyze.model.equation import parse_equation
+from einsum_analyze.model.planning import OPTIMIZERS, plan_contraction
 from einsum_analyze.strategies import build_strategy
-from einsum_analyze.torch_einsum import torch_autograd_schedule
+from einsum_analyze.torch_model.forward import torch_autograd_schedule
 
 SMALL = 200_000  # input elements: cases run for every grad subset and dtype
 LARGE = 2_000_000  # input elements: larger cases run once

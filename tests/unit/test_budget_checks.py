@@ -9,9 +9,9 @@ import jsonschema
 import pytest
 
 from einsum_analyze import analyze
-from einsum_analyze.budgets import BudgetCheck, Budgets, apply_budgets, check_budgets
 from einsum_analyze.errors import BudgetError, EinsumAnalyzeError
 from einsum_analyze.report import load_schema
+from einsum_analyze.report.budgets import BudgetCheck, Budgets, apply_budgets, check_budgets
 
 # ab,bc->ac with a=2, b=3, c=4 in float32: forward 2*2*3*4 = 48 FLOPs; inputs 6+12
 # elements, output 8: forward peak (6+12+8)*4 = 104 bytes.

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from einsum_analyze import capture
-from einsum_analyze.cases import parse_cases
 from einsum_analyze.report import load_schema
+from einsum_analyze.report.cases import parse_cases
 
 
 class _EinsumInBackward(torch.autograd.Function):

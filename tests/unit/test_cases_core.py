@@ -10,15 +10,11 @@ import pytest
 from corpus import by_category
 
 from einsum_analyze import analyze
-from einsum_analyze.budgets import Budgets
-from einsum_analyze.cases import (
-    CaseDefaults,
-    cases_format,
-    parse_cases,
-    run_cases,
-)
+from einsum_analyze.analysis import run_cases
 from einsum_analyze.errors import InputFileError
 from einsum_analyze.report import load_schema
+from einsum_analyze.report.budgets import Budgets
+from einsum_analyze.report.cases import CaseDefaults, cases_format, parse_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -227,7 +223,7 @@ def test_ci_core_modules_import_neither_click_rich_nor_torch() -> None:
     import sys
 
     code = (
-        "import sys, einsum_analyze.budgets, einsum_analyze.cases, einsum_analyze.compare;"
+        "import sys, einsum_analyze.report.budgets, einsum_analyze.report.cases, einsum_analyze.report.compare;"
         "print(sorted(m for m in ('click', 'rich', 'torch') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -11,16 +11,17 @@ import jsonschema
 import pytest
 
 from einsum_analyze import analyze
-from einsum_analyze.cases import parse_cases, run_cases
-from einsum_analyze.compare import (
+from einsum_analyze.analysis import run_cases
+from einsum_analyze.errors import InputFileError
+from einsum_analyze.report import SCHEMA_VERSION, load_schema
+from einsum_analyze.report.cases import parse_cases
+from einsum_analyze.report.compare import (
     READABLE_VERSIONS,
     Change,
     compare_reports,
     load_comparison_schema,
     upgrade_report,
 )
-from einsum_analyze.errors import InputFileError
-from einsum_analyze.report import SCHEMA_VERSION, load_schema
 
 V1 = Path(__file__).parents[1] / "golden" / "schema_v1"
 

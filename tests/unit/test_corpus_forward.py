@@ -10,7 +10,7 @@ import pytest
 from corpus import CASES, CATEGORIES, by_category, make_operands, small_cases
 
 from einsum_analyze import analyze, parse_equation, plan_contraction
-from einsum_analyze.planning import OPTIMIZERS
+from einsum_analyze.model.planning import OPTIMIZERS
 
 # The costliest searches are skipped on the largest networks to keep the suite fast.
 EXHAUSTIVE = {"optimal", "branch-all", "branch-2"}

@@ -43,7 +43,7 @@ def test_discovery_finds_every_module_file():
         for path in root.rglob("*.py")
     }
     assert set(MODULES) == files - NOT_IMPORTED
-    assert {"einsum_analyze.budgets", "einsum_analyze.cases", "einsum_analyze.compare"} <= set(
+    assert {"einsum_analyze.report.budgets", "einsum_analyze.report.cases", "einsum_analyze.report.compare"} <= set(
         MODULES
     )
 

@@ -12,9 +12,11 @@ from corpus import CASES, Case, small_cases
 import einsum_analyze.torch as dropin
 from einsum_analyze import parse_equation
 from einsum_analyze.backends.relabel import torch_equation
-from einsum_analyze.dropin_plans import NO_BUDGET, get_plan
 from einsum_analyze.errors import EinsumAnalyzeError
 from einsum_analyze.torch import DropinError, Einsum, einsum, patch
+from einsum_analyze.training import node
+from einsum_analyze.training.choice import NO_BUDGET
+from einsum_analyze.training.plans import get_plan
 
 CORPUS = [c for c in small_cases(20_000) if c.category != "bench"] + [
     c for c in CASES if c.name in ("diag-private", "bench-trace", "ellipsis-broadcast",
@@ -310,7 +312,7 @@ def test_opcheck(equation: str, shapes: list[tuple[int, ...]], mask: list[bool],
                  dtype: torch.dtype) -> None:
     operands = [torch.randn(s, dtype=dtype, requires_grad=m)
                 for s, m in zip(shapes, mask, strict=True)]
-    torch.library.opcheck(dropin._contract, (operands, equation, "auto", "auto", -1, mask))
+    torch.library.opcheck(node.contract, (operands, equation, "auto", "auto", -1, mask))
 
 
 class _Layer(torch.nn.Module):
@@ -442,7 +444,7 @@ def test_non_ascii_labels() -> None:
 
 def test_auto_never_plans_above_torch_einsums_own_peak() -> None:
     from einsum_analyze import analyze
-    from einsum_analyze.dropin_plans import choose_plan  # noqa: PLC0415
+    from einsum_analyze.training.choice import choose_plan  # noqa: PLC0415
 
     for case in [c for c in CORPUS if len(c.shapes) >= 3][:12]:
         grad = tuple(range(len(case.shapes)))

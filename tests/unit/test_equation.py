@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from einsum_analyze import EinsumAnalyzeError, Equation, EquationError, ShapeError, parse_equation
-from einsum_analyze.equation import MAX_DIM, shapes_from_sizes, split_equation
+from einsum_analyze.model.equation import MAX_DIM, shapes_from_sizes, split_equation
 
 # --- accepted equations, normalised by hand -----------------------------------------------
 

@@ -621,7 +621,7 @@ def _pairwise_steps():
     """Every pairwise step of the corpus's small equations, as opt_einsum plans them."""
     import opt_einsum
 
-    from einsum_analyze.equation import parse_equation
+    from einsum_analyze.model.equation import parse_equation
 
     steps = []
     for case in small_cases(5_000):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from einsum_analyze import parse_equation
-from einsum_analyze.equation import Equation
-from einsum_analyze.gradients import (
+from einsum_analyze.model.equation import Equation
+from einsum_analyze.model.gradients import (
     UPSTREAM,
     GradientSpec,
     derive_gradient,

@@ -21,9 +21,9 @@ from click.testing import CliRunner
 from einsum_analyze import analyze, execute, parse_equation
 from einsum_analyze.backends.relabel import torch_equation
 from einsum_analyze.cli import cli
-from einsum_analyze.equation import shapes_from_sizes
 from einsum_analyze.errors import ShapeError
-from einsum_analyze.parsing import parse_sizes
+from einsum_analyze.model.equation import shapes_from_sizes
+from einsum_analyze.model.parsing import parse_sizes
 from einsum_analyze.report import load_schema
 
 FAST = {"devices": ["cpu"], "repeats": 1, "warmup": 0}

@@ -8,15 +8,15 @@ from corpus import by_name
 
 from einsum_analyze import parse_equation, plan_contraction
 from einsum_analyze.backends.torch_backend import compile_schedule, run_schedule
-from einsum_analyze.lowering import (
+from einsum_analyze.model.lowering import (
     InputPrep,
     Layout,
     lower_contraction,
     lower_events,
     lower_to_layout,
 )
-from einsum_analyze.memory import forward_schedule, input_elements, simulate_memory
-from einsum_analyze.schedule import Event
+from einsum_analyze.model.memory import forward_schedule, input_elements, simulate_memory
+from einsum_analyze.model.schedule import Event
 from einsum_analyze.strategies import build_strategy
 
 SIZES = {"a": 2, "b": 3, "c": 4, "i": 5, "j": 6, "k": 7, "x": 8, "y": 9, "o": 1}

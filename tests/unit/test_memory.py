@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from einsum_analyze import Plan, analyze, parse_equation, plan_contraction, simulate_memory
-from einsum_analyze.memory import Event, forward_schedule, input_elements
+from einsum_analyze.model.memory import Event, forward_schedule, input_elements
 
 CHAIN = ("ab,bc,cd->ad", [(2, 3), (3, 4), (4, 5)])  # inputs 6 + 12 + 20 = 38 elements
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-import einsum_analyze.parsing as parsing
+import einsum_analyze.model.parsing as parsing
 from einsum_analyze import PlanningError, ShapeError, parse_equation
 from einsum_analyze.errors import BudgetError, InputFileError
-from einsum_analyze.parsing import (
+from einsum_analyze.model.parsing import (
     parse_budget_strategy,
     parse_byte_budget,
     parse_bytes,

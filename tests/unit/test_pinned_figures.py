@@ -5,7 +5,7 @@ with that bug planted by hand (and to pass without it). All figures are float64 
 an element); the arithmetic is written next to each figure.
 
 Only stable public paths are imported: ``einsum_analyze.analyze`` and
-``einsum_analyze.lowering``.
+``einsum_analyze.model.lowering``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from einsum_analyze import analyze
-from einsum_analyze.lowering import Layout, lower_contraction
+from einsum_analyze.model.lowering import Layout, lower_contraction
 
 F64 = 8
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from strategies import einsum_problems
 
 from einsum_analyze import Plan, PlanningError, parse_equation, plan_contraction
-from einsum_analyze.planning import OPTIMIZERS, count_flops, parse_memory_limit, size_of
+from einsum_analyze.model.planning import OPTIMIZERS, count_flops, parse_memory_limit, size_of
 
 CHAIN = ("ab,bc,cd->ad", [(2, 3), (3, 4), (4, 5)])
 
@@ -311,7 +311,7 @@ def test_a_limit_the_path_meets_leaves_it_alone():
 
 
 def test_check_memory_limit_when_no_path_meets_it(monkeypatch):
-    import einsum_analyze.planning as planning
+    import einsum_analyze.model.planning as planning
 
     # A greedy that ignores the limit: the check must say so, not claim the limit met.
     monkeypatch.setattr(planning, "_find_path", lambda eq, name, limit: [(1, 2), (0, 1)])

@@ -7,11 +7,11 @@ import json
 import jsonschema
 
 from einsum_analyze import analyze
-from einsum_analyze.backends.cuda_timeline import allocated_from_trace
 from einsum_analyze.plots import figure_data
 from einsum_analyze.plots.html import embed_json, inline_svg
 from einsum_analyze.plots.layout import labelled_nodes, layout_tree
 from einsum_analyze.report import load_schema
+from einsum_analyze.runs.timeline import allocated_from_trace
 
 ALL = ("reverse", "independent", "torch-autograd", "checkpoint")
 

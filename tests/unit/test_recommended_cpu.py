@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from einsum_analyze import analyze, execute, parse_equation
-from einsum_analyze.lowering import Layout, lower_contraction
-from einsum_analyze.planning import Plan
+from einsum_analyze.model.lowering import Layout, lower_contraction
+from einsum_analyze.model.planning import Plan
 from einsum_analyze.search.candidates import pairwise_path
 
 pytest.importorskip("torch")

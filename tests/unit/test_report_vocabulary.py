@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from einsum_analyze import analyze
-from einsum_analyze.render import render_batch, render_report
+from einsum_analyze.render.report import render_batch, render_report
 from einsum_analyze.report import SCHEMA_VERSION, load_schema
 
 TN = ("bc,bd,cm,mdn->bn", [(512, 2), (512, 2), (2, 7), (7, 2, 7)])
@@ -101,7 +101,8 @@ def test_terminal_headers_say_whether_inputs_are_counted() -> None:
 
 
 def test_batch_table_says_its_peak_counts_the_inputs() -> None:
-    from einsum_analyze.cases import parse_cases, run_cases
+    from einsum_analyze.analysis import run_cases
+    from einsum_analyze.report.cases import parse_cases
 
     batch = run_cases(parse_cases('[{"name": "mm", "equation": "ab,bc->ac", '
                                   '"shapes": [[2, 3], [3, 4]]}]', "json"))

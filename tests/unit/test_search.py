@@ -14,9 +14,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from einsum_analyze import analyze
-from einsum_analyze.equation import parse_equation
 from einsum_analyze.errors import PlanningError
-from einsum_analyze.planning import Plan, plan_contraction
+from einsum_analyze.model.equation import parse_equation
+from einsum_analyze.model.planning import Plan, plan_contraction
 from einsum_analyze.report import load_schema
 from einsum_analyze.search import (
     PlanScore,

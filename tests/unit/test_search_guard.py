@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from einsum_analyze import analyze, parse_equation
 from einsum_analyze.cli import cli
-from einsum_analyze.planning import (
+from einsum_analyze.model.planning import (
     DEFAULT_MAX_SEARCH_S,
     Plan,
     plan_contraction,

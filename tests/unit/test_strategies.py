@@ -31,8 +31,8 @@ from einsum_analyze import (
     simulate_memory,
 )
 from einsum_analyze.backends.torch_backend import run_schedule
-from einsum_analyze.memory import Event, forward_schedule, input_elements
-from einsum_analyze.planning import OPTIMIZERS
+from einsum_analyze.model.memory import Event, forward_schedule, input_elements
+from einsum_analyze.model.planning import OPTIMIZERS
 from einsum_analyze.strategies import (
     STRATEGIES,
     StrategySpec,
@@ -44,7 +44,7 @@ from einsum_analyze.strategies import (
     strategy_names,
     unregister_strategy,
 )
-from einsum_analyze.torch_einsum import torch_autograd_schedule
+from einsum_analyze.torch_model.forward import torch_autograd_schedule
 
 F64 = 8
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from einsum_analyze.timing import NOISY, VERY_NOISY, Measurement, measure
+from einsum_analyze.backends.timing import NOISY, VERY_NOISY, Measurement, measure
 
 
 class FakeDevice:

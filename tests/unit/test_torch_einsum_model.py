@@ -14,23 +14,23 @@ import importlib
 import pytest
 from corpus import CASES
 
-from einsum_analyze.equation import parse_equation
-from einsum_analyze.memory import simulate_memory
-from einsum_analyze.planning import OPTIMIZERS, plan_contraction
+from einsum_analyze.model.equation import parse_equation
+from einsum_analyze.model.memory import simulate_memory
+from einsum_analyze.model.planning import OPTIMIZERS, plan_contraction
 from einsum_analyze.strategies import build_strategy
-from einsum_analyze.torch_einsum import (
+from einsum_analyze.torch_model.forward import (
     torch_autograd_schedule,
     torch_einsum_path,
 )
-from einsum_analyze.torch_layout import contiguous_strides, mul_layout, nested, packed
+from einsum_analyze.torch_model.layout import contiguous_strides, mul_layout, nested, packed
 
 
 def schedule(text: str, shapes, grad):
     return torch_autograd_schedule(parse_equation(text, shapes), grad)
 
 
-@pytest.mark.parametrize("name", ["einsum_analyze.torch_einsum", "einsum_analyze.torch_layout",
-                                  "einsum_analyze.torch_backward"])
+@pytest.mark.parametrize("name", ["einsum_analyze.torch_model.forward", "einsum_analyze.torch_model.layout",
+                                  "einsum_analyze.torch_model.backward"])
 def test_docstring_examples(name):
     module = importlib.import_module(name)
     finder = doctest.DocTestFinder(exclude_empty=True)

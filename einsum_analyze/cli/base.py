@@ -1,0 +1,46 @@
+"""What every command of the CLI shares: one-line errors and their exit codes.
+
+:class:`InputError` is a user-fixable problem (exit 2); :class:`OneLineErrors` is the
+click command class that prints usage and input errors as one ``Error: ...`` line.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ..render.terminal import quiet_closed_pipe
+
+__all__ = ["InputError", "OneLineErrors"]
+
+
+class InputError(click.ClickException):
+    """A user-fixable problem: printed as one line on stderr, exit code 2."""
+
+    exit_code = 2
+
+
+class OneLineErrors(click.Command):
+    """A command whose usage and input errors print one line, ``Error: ...``, and exit 2."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Run the command; in standalone mode, map its errors to one line and an exit code."""
+        run = super().main
+        if not standalone_mode:
+            return run(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
+        try:
+            result = run(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
+            sys.stdout.flush()
+        except click.ClickException as err:
+            click.echo(f"Error: {err.format_message()}", err=True)
+            sys.exit(err.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(130)
+        except BrokenPipeError:  # the reader closed stdout: not a failure
+            quiet_closed_pipe()
+            sys.exit(0)
+        sys.exit(result if isinstance(result, int) else 0)
+

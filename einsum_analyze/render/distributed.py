@@ -1,0 +1,63 @@
+"""Terminal rendering of a distributed run (``--devices``): per device, then the speedup."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from .formatting import format_bytes, format_seconds
+from .layout import fit, plural
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..distributed import DistributedResult
+
+__all__ = ["render_distributed"]
+
+
+def render_distributed(result: DistributedResult, out: Console, err: Console) -> None:
+    """The per-device table and the speedup line; a failed rank's error on ``err``."""
+
+    def seconds(value: float | None) -> str:
+        return format_seconds(value) if value is not None else "-"
+
+    def size(value: int | None) -> str:
+        return format_bytes(value) if value is not None else "-"
+
+    table = Table(
+        title=f"Sliced step on {plural(len(result.devices), 'device')} ({result.backend}): "
+        f"{plural(result.slice_count, 'slice')}",
+        caption="median per step; wait: for the slowest device before the all-reduce; "
+        "comm: all-reduce of the output and gradients; peak: measured, inputs included",
+        box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0))
+    for header in ("device", "slices", "compute", "wait", "comm", "peak", "predicted"):
+        table.add_column(header, justify="left" if header == "device" else "right",
+                         no_wrap=True)
+    for d in result.per_device:
+        table.add_row(d.device, str(len(d.slices)), seconds(d.compute_s), seconds(d.wait_s),
+                      seconds(d.communication_s), size(d.peak_bytes_measured),
+                      size(d.peak_bytes_predicted))
+    single = result.single_device
+    if single is not None:
+        table.add_row(f"{single['device']} alone", str(single["slices"]),
+                      seconds(single["seconds"]), "-", "-",
+                      size(single["peak_bytes_measured"]), size(single["peak_bytes_predicted"]))
+    out.print(fit(table, out))
+    if result.speedup is not None and result.efficiency is not None:
+        error = (f", grad err {result.max_grad_error:.1e}"
+                 if result.max_grad_error is not None else "")
+        out.print(f"step {seconds(result.step_s)} on {plural(len(result.devices), 'device')}: "
+                  f"{_ratio(result.speedup)}x one device, efficiency "
+                  f"{_ratio(result.efficiency)}{error}", highlight=False)
+    for line in result.errors:
+        # A rank's error quotes gloo's source paths, "[/__w/pytorch/...]": not markup.
+        err.print(f"[red]error:[/red] distributed run failed: {escape(line)}", highlight=False)
+
+
+def _ratio(value: float) -> str:
+    """``1.85``; below 0.1 two significant figures (``0.0043``), never ``0.00``."""
+    return f"{value:.2f}" if value == 0 or value >= 0.1 else f"{value:.2g}"

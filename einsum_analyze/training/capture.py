@@ -1,0 +1,308 @@
+"""Record a model's torch.einsum calls, then analyse them as a batch.
+
+:func:`capture` is a context manager. Inside it, every ``torch.einsum`` call, in the
+forward pass and in the backward pass (a custom autograd function's backward that calls
+it), is recorded: equation, shapes, dtype, which operands need gradients, and how many
+times the same call occurred. Outside it torch.einsum is untouched: the recording is a
+``TorchFunctionMode`` active only inside the scope, and, for the backward pass (which the
+autograd engine runs without the caller's function modes), ``torch.einsum`` replaced by
+a recording wrapper until the scope ends.
+
+``captured.report()`` analyses every distinct call (the ``--cases`` batch document,
+ranked by each einsum's share of the model's training FLOPs), and ``captured.save(path)``
+writes a cases file that ``einsum-analyze --cases`` reads.
+
+torch is imported when :func:`capture` is entered, not when this module is imported.
+
+Example:
+    >>> import torch
+    >>> from einsum_analyze import capture
+    >>> w = torch.ones(3, 4, requires_grad=True)
+    >>> with capture() as captured:
+    ...     for _ in range(2):
+    ...         torch.einsum("bi,ij->bj", torch.ones(2, 3), w).sum().backward()
+    >>> [(call.equation, call.count) for call in captured.calls]
+    [('bi,ij->bj', 2)]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import EinsumAnalyzeError
+from ..model.types import Shape
+from ..report.cases import BatchReport, CaseOutcome
+from ..report.report import Report
+
+__all__ = ["CaptureReport", "CapturedCall", "Captured", "RankedEinsum", "capture"]
+
+Phase = Literal["forward", "backward"]
+
+
+@dataclass(slots=True, kw_only=True)
+class CapturedCall:
+    """One distinct torch.einsum call and how often it occurred.
+
+    Attributes:
+        equation: The equation as the model wrote it.
+        shapes: The operands' shapes.
+        dtype: The operands' dtype (``"float32"``, ...).
+        requires_grad: Whether each operand needed a gradient (grad mode on and
+            ``requires_grad``).
+        phase: ``"forward"``, or ``"backward"`` for a call made during a backward pass.
+        count: How many times it occurred.
+    """
+
+    equation: str
+    shapes: tuple[Shape, ...]
+    dtype: str
+    requires_grad: tuple[bool, ...]
+    phase: Phase
+    count: int = 0
+
+    @property
+    def grad(self) -> tuple[int, ...]:
+        """Positions of the operands that needed a gradient."""
+        return tuple(k for k, wanted in enumerate(self.requires_grad) if wanted)
+
+    def to_case(self, name: str) -> dict[str, Any]:
+        """An entry of a cases file (docs/ci.md)."""
+        return {
+            "name": name,
+            "equation": self.equation,
+            "shapes": [list(shape) for shape in self.shapes],
+            "dtype": self.dtype,
+            "grad": list(self.grad),
+            "kind": f"captured {self.phase}",
+            "description": f"{self.count} call(s) during the {self.phase} pass",
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankedEinsum:
+    """One captured einsum, placed against the model's other einsums.
+
+    Attributes:
+        name: Its case name in the batch document.
+        call: The captured call.
+        training_flops: Forward + backward FLOPs under torch autograd, times ``count``.
+        flops_share: Its part of the captured einsums' training FLOPs (0 to 1).
+        retained_bytes: Bytes torch autograd keeps for backward, times ``count``.
+        memory_share: Its part of the captured einsums' retained bytes (0 to 1).
+        recommended: The strategy of the recommended plan.
+        peak_bytes_autograd: Predicted training peak of one call under torch autograd,
+            inputs counted.
+        peak_bytes_recommended: The recommended plan's predicted peak, inputs counted.
+        saving_bytes: ``peak_bytes_autograd - peak_bytes_recommended``.
+        saving_flops: Training FLOPs saved per call by the recommended plan.
+    """
+
+    name: str
+    call: CapturedCall
+    training_flops: int
+    flops_share: float
+    retained_bytes: int
+    memory_share: float
+    recommended: str
+    peak_bytes_autograd: int
+    peak_bytes_recommended: int
+    saving_bytes: int
+    saving_flops: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """One entry of the ``capture`` section of the batch document."""
+        return {
+            "name": self.name,
+            "equation": self.call.equation,
+            "count": self.call.count,
+            "phase": self.call.phase,
+            "training_flops": self.training_flops,
+            "flops_share": self.flops_share,
+            "retained_bytes": self.retained_bytes,
+            "memory_share": self.memory_share,
+            "recommended": self.recommended,
+            "peak_bytes_autograd": self.peak_bytes_autograd,
+            "peak_bytes_recommended": self.peak_bytes_recommended,
+            "saving_bytes": self.saving_bytes,
+            "saving_flops": self.saving_flops,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CaptureReport:
+    """The captured einsums analysed: a batch report, ranked.
+
+    Attributes:
+        batch: The ``--cases`` batch report, cases in rank order (largest FLOP share
+            first); a call the analysis refuses is an error entry, last.
+        ranking: Each analysed einsum's shares and the recommended plan's saving.
+    """
+
+    batch: BatchReport
+    ranking: tuple[RankedEinsum, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The batch document with a ``capture`` section (the ranking)."""
+        data = self.batch.to_dict()
+        data["capture"] = [entry.to_dict() for entry in self.ranking]
+        return data
+
+
+@dataclass(slots=True)
+class Captured:
+    """What :func:`capture` recorded (filled while the scope is open)."""
+
+    _calls: dict[tuple[Any, ...], CapturedCall] = field(default_factory=dict)
+
+    @property
+    def calls(self) -> list[CapturedCall]:
+        """The distinct calls, in first-seen order."""
+        return list(self._calls.values())
+
+    def record(self, equation: str, shapes: Sequence[Shape], dtype: str,
+               requires_grad: Sequence[bool], phase: Phase) -> None:
+        """Count one call."""
+        key = (equation, tuple(shapes), dtype, tuple(requires_grad), phase)
+        call = self._calls.get(key)
+        if call is None:
+            call = self._calls[key] = CapturedCall(
+                equation=equation, shapes=tuple(shapes), dtype=dtype,
+                requires_grad=tuple(requires_grad), phase=phase,
+            )
+        call.count += 1
+
+    def cases(self) -> list[dict[str, Any]]:
+        """The calls as cases-file entries, named ``einsum1``, ``einsum2``, ... in order."""
+        return [call.to_case(f"einsum{number}") for number, call in enumerate(self.calls, 1)]
+
+    def save(self, path: str | Path) -> Path:
+        """Write a JSON cases file that ``einsum-analyze --cases PATH`` reads."""
+        target = Path(path)
+        if not self._calls:
+            raise EinsumAnalyzeError("nothing was captured: no torch.einsum call was made")
+        document = {"about": "torch.einsum calls captured by einsum_analyze.capture()",
+                    "cases": self.cases()}
+        target.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+        return target
+
+    def report(self, *, optimize: str = "auto") -> CaptureReport:
+        """Analyse every captured call; rank them by share of training FLOPs.
+
+        Each call is modelled under torch autograd (what the model runs today) and with
+        the recommended plan (the training-plans search's where available, else
+        ``reverse``); the saving is the difference of their predicted peaks.
+        """
+        from ..analysis import analyze
+
+        analysed: list[tuple[str, CapturedCall, Report, Any, Any]] = []
+        failed: list[CaseOutcome] = []
+        for number, call in enumerate(self.calls, 1):
+            name = f"einsum{number}"
+            try:
+                recommended = _recommended(call, optimize)
+                strategies = tuple(dict.fromkeys(("torch-autograd", recommended.name)))
+                report = analyze(call.equation, call.shapes, optimize=optimize,
+                                 dtype=call.dtype, grad=list(call.grad), strategies=strategies)
+            except EinsumAnalyzeError as err:
+                failed.append(CaseOutcome(name=name, error=str(err)))
+                continue
+            autograd = next(s for s in report.strategies if s.name == "torch-autograd")
+            analysed.append((name, call, report, autograd, recommended))
+        total_flops = sum((a.forward_flops + a.backward_flops) * c.count
+                          for _, c, _, a, _ in analysed) or 1
+        total_kept = sum(a.memory.retained_bytes * c.count for _, c, _, a, _ in analysed) or 1
+        ranked: list[tuple[RankedEinsum, Report]] = []
+        for name, call, report, autograd, recommended in analysed:
+            flops = (autograd.forward_flops + autograd.backward_flops) * call.count
+            kept = autograd.memory.retained_bytes * call.count
+            entry = RankedEinsum(
+                name=name, call=call, training_flops=flops, flops_share=flops / total_flops,
+                retained_bytes=kept, memory_share=kept / total_kept,
+                recommended=recommended.name,
+                peak_bytes_autograd=autograd.memory.peak_bytes,
+                peak_bytes_recommended=recommended.memory.peak_bytes,
+                saving_bytes=autograd.memory.peak_bytes - recommended.memory.peak_bytes,
+                saving_flops=(autograd.forward_flops + autograd.backward_flops)
+                - (recommended.forward_flops + recommended.backward_flops),
+            )
+            ranked.append((entry, report))
+        ranked.sort(key=lambda pair: (-pair[0].flops_share, -pair[0].memory_share))
+        outcomes = [CaseOutcome(name=e.name, report=r) for e, r in ranked] + failed
+        return CaptureReport(batch=BatchReport(cases=tuple(outcomes)),
+                             ranking=tuple(e for e, _ in ranked))
+
+
+def _recommended(call: CapturedCall, optimize: str) -> Any:
+    """The recommended plan's modelled strategy (``choose_plan``'s ``auto``)."""
+    from .choice import NO_BUDGET, choose_plan
+
+    return choose_plan(call.equation, call.shapes, call.dtype, call.grad, "auto", optimize,
+                       NO_BUDGET)
+
+
+_DTYPE_NAMES: Mapping[str, str] = {
+    "torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float32": "float32",
+    "torch.float64": "float64", "torch.complex64": "complex64",
+    "torch.complex128": "complex128",
+}
+
+
+@contextmanager
+def capture() -> Iterator[Captured]:
+    """Record every torch.einsum call made inside the scope (forward and backward).
+
+    Yields:
+        The :class:`Captured` calls, filled as the scope runs.
+    """
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    captured = Captured()
+    einsums = {torch.einsum, torch.functional.einsum}  # before the scope replaces them
+
+    def record(args: Sequence[Any]) -> None:
+        if not args or not isinstance(args[0], str):
+            return
+        operands = list(args[1:])
+        if len(operands) == 1 and isinstance(operands[0], list | tuple):
+            operands = list(operands[0])
+        tensors = [t for t in operands if isinstance(t, torch.Tensor)]
+        if not tensors:
+            return
+        grad_on = torch.is_grad_enabled()
+        in_backward = torch._C._current_graph_task_id() != -1
+        captured.record(
+            args[0], [tuple(t.shape) for t in tensors],
+            _DTYPE_NAMES.get(str(tensors[0].dtype), str(tensors[0].dtype)),
+            [bool(grad_on and t.requires_grad) for t in tensors],
+            "backward" if in_backward else "forward",
+        )
+
+    class _Recorder(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (),
+                               kwargs: Mapping[str, Any] | None = None) -> Any:
+            if func in einsums:
+                record(args)
+            return func(*args, **(kwargs or {}))
+
+    original = torch.functional.einsum
+    originals = (torch.einsum, torch.functional.einsum)
+
+    def einsum(*args: Any, **kwargs: Any) -> Any:
+        # The autograd engine runs backward without this thread's function modes: a
+        # call made there (a custom Function's backward) is recorded here instead.
+        if torch._C._len_torch_function_stack() == 0:
+            record(args)
+        return original(*args, **kwargs)
+
+    torch.einsum = torch.functional.einsum = einsum
+    try:
+        with _Recorder():
+            yield captured
+    finally:
+        torch.einsum, torch.functional.einsum = originals

@@ -1,0 +1,235 @@
+"""The drop-in einsum's autograd node: one planned einsum, forward and backward.
+
+Traced calls (``torch.compile``, other tracers) go through a ``torch.library.custom_op``,
+``einsum_analyze::contract``, whose forward runs the plan's forward events and returns
+the result and the new tensors the plan keeps, and whose backward is a second op,
+``einsum_analyze::contract_backward``, running the plan's backward events. Both have a
+fake implementation that returns tensors of the plan's layouts, so a compiler keeps the
+plan as it is. Eager calls run the same plan through :class:`EagerContract`, an
+``autograd.Function`` a few microseconds cheaper per call.
+
+Calls go down only: :mod:`einsum_analyze.torch` calls this module, which runs plans of
+:mod:`.plans`; nothing here calls back up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ..errors import DropinError
+from .plans import DTYPE_NAMES, DropinPlan, get_plan, plan_key
+
+__all__ = ["EagerContract", "apply_eager", "contract", "contract_backward", "forward_output"]
+
+
+def _plan_for(operands: Sequence[torch.Tensor], equation: str, strategy: str, optimize: str,
+              budget: int, mask: Sequence[bool]) -> DropinPlan:
+    return get_plan(*plan_key(operands, equation, strategy, optimize, budget, mask))
+
+
+def _own(tensor: torch.Tensor, others: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``tensor``, or a copy where it shares storage with one of ``others``.
+
+    A custom op's outputs may not alias its inputs.
+    """
+    ptr = tensor.untyped_storage().data_ptr()
+    if any(o.untyped_storage().data_ptr() == ptr for o in others):
+        return tensor.clone()
+    return tensor
+
+
+@torch.library.custom_op("einsum_analyze::contract", mutates_args=())
+def contract(operands: list[torch.Tensor], equation: str, strategy: str, optimize: str,
+              budget: int, mask: list[bool]) -> list[torch.Tensor]:
+    """The traced forward: the result, then the new tensors the plan keeps for backward."""
+    plan = _plan_for(operands, equation, strategy, optimize, budget, mask)
+    live = plan.run_forward(operands)
+    out = _own(live[plan.output], operands)
+    return [out, *(live[name] for name in plan.new_saved)]
+
+
+@contract.register_fake
+def _contract_fake(operands: list[torch.Tensor], equation: str, strategy: str,
+                   optimize: str, budget: int, mask: list[bool]) -> list[torch.Tensor]:
+    plan = _plan_for(operands, equation, strategy, optimize, budget, mask)
+    dtype, device = operands[0].dtype, operands[0].device
+    return [torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            for shape, stride in plan.forward_layouts]
+
+
+@torch.library.custom_op("einsum_analyze::contract_backward", mutates_args=())
+def contract_backward(upstream: torch.Tensor, saved: list[torch.Tensor], equation: str,
+                       strategy: str, optimize: str, budget: int, mask: list[bool],
+                       shapes: list[int]) -> list[torch.Tensor]:
+    """The traced backward: the gradients of the operands in ``mask``, in order."""
+    plan = _plan_for_backward(upstream, equation, strategy, optimize, budget, mask, shapes)
+    return [_own(g, [upstream, *saved]) for g in _run_backward(plan, upstream, list(saved))]
+
+
+def _plan_for_backward(upstream: torch.Tensor, equation: str, strategy: str, optimize: str,
+                       budget: int, mask: Sequence[bool], shapes: Sequence[int]) -> DropinPlan:
+    return get_plan(equation, _unflatten(shapes), DTYPE_NAMES[upstream.dtype],
+                    str(upstream.device), tuple(mask), strategy, optimize, budget)
+
+
+def _run_backward(plan: DropinPlan, upstream: torch.Tensor,
+                  saved: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The planned backward; ``saved`` is emptied (the schedule owns its tensors)."""
+    seed = upstream.contiguous()
+    if seed is upstream and seed.is_complex():
+        seed = seed.clone()  # the seed is conjugated in place (backward's conjugated space)
+    held = list(saved)
+    saved.clear()
+    return plan.run_backward(held, seed)
+
+
+@contract_backward.register_fake
+def _contract_backward_fake(upstream: torch.Tensor, saved: list[torch.Tensor], equation: str,
+                            strategy: str, optimize: str, budget: int, mask: list[bool],
+                            shapes: list[int]) -> list[torch.Tensor]:
+    plan = _plan_for_backward(upstream, equation, strategy, optimize, budget, mask, shapes)
+    return [torch.empty_strided(shape, stride, dtype=upstream.dtype, device=upstream.device)
+            for shape, stride in plan.gradient_layouts]
+
+
+def _flatten(shapes: Sequence[Sequence[int]]) -> list[int]:
+    """Shapes as one list of ints (a custom op's schema has no nested lists)."""
+    flat: list[int] = []
+    for shape in shapes:
+        flat.append(len(shape))
+        flat.extend(shape)
+    return flat
+
+
+def _unflatten(flat: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    shapes: list[tuple[int, ...]] = []
+    position = 0
+    while position < len(flat):
+        rank = int(flat[position])
+        shapes.append(tuple(int(s) for s in flat[position + 1:position + 1 + rank]))
+        position += 1 + rank
+    return tuple(shapes)
+
+
+def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: list[torch.Tensor]) -> None:
+    operands, equation, strategy, optimize, budget, mask = inputs
+    plan = _plan_for(operands, equation, strategy, optimize, budget, mask)
+    saved = [operands[k] for k in plan.saved_operands] + list(output[1:])
+    ctx.mark_non_differentiable(*output[1:])
+    ctx.set_materialize_grads(False)
+    ctx.options = (equation, strategy, optimize, budget, list(mask))
+    ctx.shapes = _flatten([t.shape for t in operands])
+    ctx.count = len(operands)
+    if _tracing(output[0]):
+        ctx.save_for_backward(*saved)
+        ctx.held = None
+    else:
+        # Eager: the node holds the saved tensors in a list that backward empties, so
+        # that the schedule frees each one when its last reader is done (tensors saved
+        # with save_for_backward would live until the whole backward returns).
+        ctx.held = [saved]
+
+
+def _tracing(tensor: torch.Tensor) -> bool:
+    """Whether a compiler is tracing: save as compilers require.
+
+    Eager tensors are plain ``torch.Tensor`` (or parameters); a tracer's are subclasses
+    (fake, functional, proxy), and so are user subclasses, which take the same path.
+    """
+    return torch.compiler.is_compiling() or type(tensor) not in (torch.Tensor,
+                                                                 torch.nn.Parameter)
+
+
+def _backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple[Any, ...]:
+    nones = (None,) * 5
+    upstream = grads[0]
+    equation, strategy, optimize, budget, mask = ctx.options
+    if upstream is None or not any(mask):
+        return ([None] * ctx.count, *nones)
+    if ctx.held is None:
+        saved = list(ctx.saved_tensors)
+    elif ctx.held:
+        saved = ctx.held.pop()
+    else:
+        raise DropinError(
+            "einsum_analyze.torch.einsum: backward ran twice through the same graph; its "
+            "saved tensors are freed after the first (use torch.einsum to retain the graph)"
+        )
+    if torch.is_grad_enabled() and (upstream.requires_grad or any(t.requires_grad for t in saved)):
+        raise DropinError(
+            "einsum_analyze.torch.einsum does not support double backward (create_graph=True); "
+            "use torch.einsum for higher-order gradients"
+        )
+    if ctx.held is None:
+        computed = contract_backward(upstream, saved, equation, strategy, optimize, budget,
+                                      mask, ctx.shapes)
+    else:
+        plan = _plan_for_backward(upstream, equation, strategy, optimize, budget, mask,
+                                  ctx.shapes)
+        computed = _run_backward(plan, upstream, saved)
+    flow = iter(computed)
+    return ([next(flow) if wanted else None for wanted in mask], *nones)
+
+
+contract.register_autograd(_backward, setup_context=_setup_context)
+
+
+def forward_output(plan: DropinPlan, operands: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The result alone, for a call where no operand needs a gradient (no node)."""
+    out: torch.Tensor = plan.run_forward(operands)[plan.output]
+    return _own(out, operands) if plan.output_may_alias else out
+
+
+class EagerContract(torch.autograd.Function):
+    """The op's eager twin: the same plan, forward and backward, as one autograd node."""
+
+    @staticmethod
+    def forward(ctx: Any, plan: DropinPlan, *operands: torch.Tensor) -> torch.Tensor:
+        """The plan's forward events; the tensors it keeps are held for one backward."""
+        live = plan.run_forward(operands)
+        out: torch.Tensor = live[plan.output]
+        if plan.output_may_alias:
+            out = _own(out, operands)
+        ctx.plan = plan
+        ctx.held = [[live[name] for name in plan.saved_names]]
+        ctx.set_materialize_grads(False)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, upstream: torch.Tensor | None) -> tuple[Any, ...]:
+        """The plan's backward events; the held tensors are freed as the schedule says."""
+        plan: DropinPlan = ctx.plan
+        if upstream is None:
+            return (None,) * len(ctx.needs_input_grad)
+        if not ctx.held:
+            raise DropinError(
+                "einsum_analyze.torch.einsum: backward ran twice through the same graph; "
+                "its saved tensors are freed after the first (use torch.einsum to retain "
+                "the graph)"
+            )
+        saved = ctx.held.pop()
+        if torch.is_grad_enabled():
+            raise DropinError(
+                "einsum_analyze.torch.einsum does not support double backward "
+                "(create_graph=True); use torch.einsum for higher-order gradients"
+            )
+        seed = upstream.contiguous()
+        if seed is upstream and seed.is_complex():
+            seed = seed.clone()  # the seed is conjugated in place (backward's conjugated space)
+        gradients = plan.run_backward(saved, seed)  # empties ``saved``: freed as scheduled
+        if len(gradients) == len(plan.operand_names):
+            return (None, *gradients)  # the plan's slot, then every operand's
+        returned: list[Any] = [None] * len(ctx.needs_input_grad)
+        for k, gradient in zip(plan.grad, gradients, strict=True):
+            returned[k + 1] = gradient
+        return tuple(returned)
+
+
+apply_eager: Callable[..., torch.Tensor] = getattr(
+    super(torch.autograd.Function, EagerContract), "apply", EagerContract.apply)
+"""``autograd.Function.apply`` without its Python wrapper, which binds default arguments
+(the node has none) and unwraps functorch's dead wrappers (none outside a functorch
+transform, where :func:`einsum` calls the wrapper): a microsecond less per call."""

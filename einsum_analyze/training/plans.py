@@ -1,0 +1,359 @@
+"""The drop-in einsum's plans: chosen, compiled once, cached (:mod:`einsum_analyze.torch`).
+
+A :class:`DropinPlan` is one strategy's schedule compiled for the torch executor
+(:mod:`einsum_analyze.backends.torch_kernels`), with what the custom op needs around it:
+which tensors the forward pass leaves for backward (the caller's operands it reads,
+and the new tensors it keeps), and the shape and strides of every tensor the two ops
+return, found once by running the schedule on the ``meta`` device (the ops' fake
+implementations return tensors of exactly those layouts).
+
+Plans are cached by equation, shapes, dtype, device, the operands that need gradients
+and the options, in a bounded least-recently-used cache that threads may share.
+
+Only :mod:`einsum_analyze.torch` imports this module; it imports torch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+
+from ..errors import DropinError, DropinValueError, EinsumAnalyzeError
+from ..strategies import StrategyResult
+from .choice import choose_plan
+
+__all__ = [
+    "DTYPE_NAMES",
+    "CacheInfo",
+    "DropinPlan",
+    "build_plan",
+    "cache_info",
+    "clear_cache",
+    "eager_plan",
+    "get_plan",
+    "plan_eager_call",
+    "plan_key",
+    "set_cache_size",
+]
+
+Layout = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def _input_error(message: str, equation: str, shapes: Sequence[Sequence[int]]) -> DropinError:
+    """The error to raise: of the type torch.einsum raises for the same input."""
+    try:
+        torch.einsum(equation, *(torch.empty(tuple(s), device="meta") for s in shapes))
+    except ValueError:
+        return DropinValueError(message)
+    except Exception:  # noqa: BLE001 - torch's own RuntimeError, or anything else
+        return DropinError(message)
+    return DropinError(message)
+
+
+class CacheInfo(NamedTuple):
+    """The plan cache's counters."""
+
+    hits: int
+    misses: int
+    size: int
+    maxsize: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DropinPlan:
+    """One planned einsum, compiled for the torch executor.
+
+    Attributes:
+        strategy: The strategy run (``auto`` resolved).
+        result: The strategy's model (schedule, FLOPs, memory).
+        compiled: The schedule compiled into torch calls.
+        output: Name of the forward result.
+        grad: Positions of the operands whose gradients backward returns.
+        saved_operands: Positions of the operands backward reads (saved, never copied).
+        new_saved: Names of the tensors forward makes and keeps for backward (returned
+            by the forward op after the result, so that autograd saves them).
+        forward_layouts: Shape and strides of the result and of each ``new_saved``.
+        gradient_layouts: Shape and strides of each gradient, in ``grad`` order.
+        output_may_alias: The result is an operand or a view of one (e.g. ``ij->ij``):
+            the ops return a copy, as an op's outputs may not alias its inputs.
+        operand_names: ``in0``, ``in1``, ... (one per operand).
+        saved_names: Names of the saved tensors, in the order the backward op takes them
+            (set from ``saved_operands`` and ``new_saved``).
+        gradient_names: ``d0``, ... in ``grad`` order (set from ``grad``).
+    """
+
+    strategy: str
+    result: StrategyResult
+    compiled: Any
+    output: str
+    grad: tuple[int, ...]
+    saved_operands: tuple[int, ...]
+    new_saved: tuple[str, ...]
+    forward_layouts: tuple[Layout, ...]
+    gradient_layouts: tuple[Layout, ...]
+    output_may_alias: bool = True
+    operand_names: tuple[str, ...] = ()
+    saved_names: tuple[str, ...] = ()
+    gradient_names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Names built once: a cache hit formats no string.
+        object.__setattr__(self, "saved_names",
+                           tuple(f"in{k}" for k in self.saved_operands) + self.new_saved)
+        object.__setattr__(self, "gradient_names", tuple(f"d{k}" for k in self.grad))
+
+    def run_forward(self, operands: Sequence[Any]) -> dict[str, Any]:
+        """The forward events on contiguous ``operands``; returns the live tensors."""
+        names = self.operand_names
+        live = (dict(zip(names, operands, strict=True)) if len(names) == len(operands)
+                else {f"in{k}": t for k, t in enumerate(operands)})
+        if torch.is_grad_enabled():
+            with torch.no_grad():
+                return _run(self.compiled.forward, live)
+        return _run(self.compiled.forward, live)  # inside autograd.Function.forward
+
+    def run_backward(self, saved: Sequence[Any], seed: Any) -> list[Any]:
+        """The backward events; returns the gradients in ``grad`` order.
+
+        ``seed`` is the upstream gradient, contiguous; the schedule may take it over.
+        """
+        live = dict(zip(self.saved_names, saved, strict=True))
+        if isinstance(saved, list):
+            saved.clear()  # the live tensors are the only references: freed as scheduled
+        live["upstream"] = seed
+        if torch.is_grad_enabled():
+            with torch.no_grad():
+                _run(self.compiled.backward, live)
+        else:  # autograd runs a node's backward without grad: no mode to switch
+            _run(self.compiled.backward, live)
+        return [live[name] for name in self.gradient_names]
+
+
+def _run(ops: Sequence[Any], live: dict[str, Any]) -> dict[str, Any]:
+    """The compiled events on ``live``, as ``run_compiled`` runs them without a hook.
+
+    The caller chooses the grad mode (:func:`.backends.torch_backend.run_compiled`
+    enters ``no_grad`` on every call).
+    """
+    for op in ops:
+        kept = op(live, [])
+        if kept:
+            live.update(kept)
+    return live
+
+
+def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
+               mask: tuple[bool, ...], strategy: str, optimize: str,
+               budget: int) -> DropinPlan:
+    """Choose, compile and lay out one plan (a cache miss)."""
+    from ..backends.torch_backend import run_compiled
+    from ..backends.torch_kernels import compile_schedule
+
+    if len(mask) != len(shapes):
+        raise AssertionError("one requires-grad flag per operand")
+    grad = tuple(k for k, wanted in enumerate(mask) if wanted)
+    result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget)
+    from ..model.equation import parse_equation
+
+    eq = parse_equation(equation, shapes)
+    compiled = compile_schedule(result.events, result.sizes(eq.size_dict))
+    torch_dtype = getattr(torch, dtype)
+    operands = [torch.empty(shape, dtype=torch_dtype, device="meta") for shape in shapes]
+    live = run_compiled(compiled.forward, {f"in{k}": t for k, t in enumerate(operands)})
+    read = {name for e in result.events if e.phase == "backward" for name in e.inputs}
+    needed = [name for name in live if name in read and name != compiled.output]
+    saved_operands = tuple(sorted(
+        int(name[2:]) for name in needed
+        if name.startswith("in") and live[name] is operands[int(name[2:])]
+    ))
+    new_saved = tuple(name for name in needed
+                      if not (name.startswith("in") and int(name[2:]) in saved_operands))
+    if compiled.output in read:
+        raise AssertionError("the drop-in does not support a backward that reads the output")
+    forward_layouts = tuple(_layout(live[name]) for name in (compiled.output, *new_saved))
+    gradient_layouts: tuple[Layout, ...] = ()
+    if grad:
+        state = {name: live[name] for name in (*(f"in{k}" for k in saved_operands), *new_saved)}
+        out = live[compiled.output]
+        state["upstream"] = torch.empty(out.shape, dtype=torch_dtype, device="meta")
+        run_compiled(compiled.backward, state)
+        gradient_layouts = tuple(_layout(state[f"d{k}"]) for k in grad)
+    return DropinPlan(strategy=result.name, result=result, compiled=compiled,
+                      output=compiled.output, grad=grad, saved_operands=saved_operands,
+                      new_saved=new_saved, forward_layouts=forward_layouts,
+                      gradient_layouts=gradient_layouts,
+                      output_may_alias=_reaches_an_operand(result.events, compiled.output),
+                      operand_names=tuple(f"in{k}" for k in range(len(shapes))))
+
+
+def _reaches_an_operand(events: Sequence[Any], name: str) -> bool:
+    """Whether the tensor ``name`` is an operand or a chain of views of one."""
+    views = {e.tensor: e.inputs[0] for e in events
+             if e.phase == "forward" and e.kind == "alloc" and e.op == "view"}
+    while name in views:
+        name = views[name]
+    return name.startswith("in") and name[2:].isdigit()
+
+
+def _layout(tensor: Any) -> Layout:
+    return tuple(tensor.shape), tuple(tensor.stride())
+
+
+class _Cache:
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self.plans: OrderedDict[tuple[Any, ...], DropinPlan] = OrderedDict()
+        # An eager call's key of torch objects (dtype, device, torch.Size) -> the key of
+        # ``plans`` and its plan: a cache hit converts nothing to text and hashes one key.
+        self.eager: dict[tuple[Any, ...], tuple[tuple[Any, ...], DropinPlan]] = {}
+        self.lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+
+_CACHE = _Cache(256)
+
+
+def get_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str, device: str,
+             mask: tuple[bool, ...], strategy: str, optimize: str, budget: int) -> DropinPlan:
+    """The cached plan for this call, built on a miss.
+
+    Raises:
+        DropinError: Bad input (a RuntimeError, as torch.einsum raises).
+    """
+    key = (equation, shapes, dtype, device, mask, strategy, optimize, budget)
+    cache = _CACHE
+    with cache.lock:
+        plan = cache.plans.get(key)
+        if plan is not None:
+            cache.hits += 1
+            cache.plans.move_to_end(key)
+            return plan
+        cache.misses += 1
+    try:
+        plan = build_plan(equation, shapes, dtype, mask, strategy, optimize, budget)
+    except DropinError:
+        raise
+    except EinsumAnalyzeError as err:
+        raise _input_error(f"einsum(): {err}", equation, shapes) from None
+    with cache.lock:
+        cache.plans[key] = plan
+        cache.plans.move_to_end(key)
+        _bound(cache)
+    return plan
+
+
+def eager_plan(fast: tuple[Any, ...]) -> DropinPlan | None:
+    """The cached plan of an eager call's key, counted as a hit; None if not known.
+
+    ``fast`` holds the call's equation, options, dtype, device, which operands need
+    gradients and their shapes (``torch.Size``), as :mod:`einsum_analyze.torch` builds
+    it; :func:`remember_eager` ties it to the plan after a lookup by :func:`get_plan`.
+    """
+    cache = _CACHE
+    entry = cache.eager.get(fast)
+    if entry is None:
+        return None
+    key, plan = entry
+    with cache.lock:
+        try:
+            cache.plans.move_to_end(key)
+        except KeyError:  # dropped since: look it up again
+            return None
+        cache.hits += 1
+    return plan
+
+
+def remember_eager(fast: tuple[Any, ...], key: tuple[Any, ...], plan: DropinPlan) -> None:
+    """Tie an eager call's key to ``plan``, which :func:`get_plan` gave for ``key``."""
+    cache = _CACHE
+    with cache.lock:
+        if len(cache.eager) >= 4 * cache.maxsize:
+            cache.eager.clear()  # bounded: several eager keys may find one plan
+        cache.eager[fast] = (key, plan)
+
+
+DTYPE_NAMES: Mapping[torch.dtype, str] = {
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+    torch.float32: "float32",
+    torch.float64: "float64",
+    torch.complex64: "complex64",
+    torch.complex128: "complex128",
+}
+
+
+"""The dtypes the drop-in plans for, by the names the analysis reads."""
+
+
+def plan_key(operands: Sequence[torch.Tensor], equation: str, strategy: str, optimize: str,
+              budget: int, mask: Sequence[bool]
+              ) -> tuple[str, tuple[tuple[int, ...], ...], str, str, tuple[bool, ...], str,
+                         str, int]:
+    """The arguments of :func:`get_plan` for this call."""
+    if not operands:
+        raise DropinError("einsum(): must provide at least one operand")
+    first = operands[0]
+    dtype = DTYPE_NAMES.get(first.dtype)
+    if dtype is None:
+        raise DropinError(f"einsum(): dtype {first.dtype} is not supported; use one of "
+                          f"{', '.join(DTYPE_NAMES.values())}")
+    device = str(first.device)
+    shapes = tuple(tuple(t.shape) for t in operands)
+    try:
+        hash(shapes)
+    except TypeError:  # symbolic sizes (a dynamic trace): the plan is for these sizes
+        shapes = tuple(tuple(int(s) for s in shape) for shape in shapes)
+    return (equation, shapes, dtype, device, tuple(mask), strategy, optimize, budget)
+
+
+def plan_eager_call(fast: tuple[Any, ...], operands: Sequence[torch.Tensor], equation: str,
+                    strategy: str, optimize: str, budget: int,
+                    mask: Sequence[bool]) -> DropinPlan:
+    """The plan of an eager call that :func:`eager_plan` did not know, remembered for ``fast``.
+
+    Raises:
+        DropinError: Bad input (a RuntimeError, as torch.einsum raises).
+    """
+    key = plan_key(operands, equation, strategy, optimize, budget, mask)
+    plan = get_plan(*key)
+    remember_eager(fast, key, plan)
+    return plan
+
+
+def cache_info() -> CacheInfo:
+    """Hits, misses, plans held and the bound of the plan cache."""
+    with _CACHE.lock:
+        return CacheInfo(_CACHE.hits, _CACHE.misses, len(_CACHE.plans), _CACHE.maxsize)
+
+
+def clear_cache() -> None:
+    """Forget every plan and reset the counters."""
+    with _CACHE.lock:
+        _CACHE.plans.clear()
+        _CACHE.eager.clear()
+        _CACHE.hits = _CACHE.misses = 0
+
+
+def set_cache_size(maxsize: int) -> None:
+    """Bound the cache to ``maxsize`` plans (at least 1), dropping the least recent."""
+    if maxsize < 1:
+        raise ValueError("the plan cache holds at least 1 plan")
+    with _CACHE.lock:
+        _CACHE.maxsize = maxsize
+        _bound(_CACHE)
+
+
+def _bound(cache: _Cache) -> None:
+    """Drop the least recent plans past the bound, and the eager keys that find them."""
+    dropped: set[tuple[Any, ...]] = set()
+    while len(cache.plans) > cache.maxsize:
+        dropped.add(cache.plans.popitem(last=False)[0])
+    if dropped:
+        for fast in [f for f, (key, _) in cache.eager.items() if key in dropped]:
+            del cache.eager[fast]
