@@ -56,13 +56,21 @@ def capped(shapes: list[list[int]], cap: int) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(min(d, cap) for d in shape) for shape in shapes)
 
 
+def plan_cache(package: str) -> Any:
+    """The module of the drop-in's plan cache (``training.plans``; ``dropin_plans`` before)."""
+    try:
+        return importlib.import_module(f"{package}.training.plans")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"{package}.dropin_plans")
+
+
 def calls(package: str, equation: str, shapes: tuple[tuple[int, ...], ...]
           ) -> dict[str, Callable[[], Any]]:
     """The timed callables of one package on one case."""
     import torch
 
     dropin = importlib.import_module(f"{package}.torch")
-    plans = importlib.import_module(f"{package}.dropin_plans")
+    plans = plan_cache(package)
     backend = importlib.import_module(f"{package}.backends.torch_backend")
     generator = torch.Generator().manual_seed(0)
     operands = [torch.randn(s, generator=generator, requires_grad=True) for s in shapes]

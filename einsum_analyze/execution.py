@@ -439,7 +439,7 @@ def execute(
             ``"3/8 reverse on cuda:0 (torch)"`` (refused runs count, unannounced).
         on_run: Called with each run as it finishes (the CLI streams them).
         profile_steps: Also time every step of our strategies (torch executor); each
-            step's bound uses its device's calibration (:mod:`.run_roofline`).
+            step's bound uses its device's calibration (:mod:`.runs.roofline`).
 
     Returns:
         A copy of ``report`` with ``runs``, any new warnings, the devices' calibration

@@ -4,7 +4,13 @@ The registrations below are the built-in backends; a new backend is one module w
 :class:`~einsum_analyze.backends.base.Executor` plus one :func:`register_backend` call
 (see docs/backends.md). A factory imports its module when a run asks for it, so that
 importing this package (the CLI does, for ``--backend``) loads no executor, torch or
-numpy.
+numpy. :mod:`.timing` times a prepared callable, :mod:`.precision` sets how runs compute,
+:mod:`.calibration` measures a device for the roofline, and :mod:`.baselines` runs
+torch.einsum under autograd beside our executor.
+
+It may import :mod:`einsum_analyze.model` and :mod:`einsum_analyze.roofline` (the step
+records), never the report: backends return :class:`~.base.Run` records, and what needs a
+whole report around the runs lives in :mod:`einsum_analyze.runs` (docs/architecture.md).
 """
 
 from __future__ import annotations

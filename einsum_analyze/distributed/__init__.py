@@ -11,7 +11,9 @@
   torch.distributed (``torchrun``).
 
 Importing this package imports no torch; :mod:`.worker` and :mod:`.training` do when
-they run.
+they run. It may import the model, the backends, :mod:`einsum_analyze.slicing` and the
+report (:mod:`.from_report` reads a report's ``sliced`` strategy), never the command line
+or the renderers, which call it (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ report of a batch) or ``.html`` (one self-contained page, a section per case). A
 SVG of a batch is one file per case, named ``STEM-CASE.EXT``.
 
 matplotlib is an optional extra (``pip install "einsum-analyze[plot]"``); it is imported
-only when a figure is drawn, never by the analysis.
+only when a figure is drawn, never by the analysis. This package reads JSON data only: it
+may import :mod:`einsum_analyze.render.formatting` (figures as people read them) and the
+errors, nothing else of the package (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Terminal rendering of a :class:`Report` with rich. Computes nothing; formats only.
 
-The tables live by concern: :mod:`.render_layout` (wrapping, stacking, fitting),
-:mod:`.render_model` (forward path, gradients, strategies), :mod:`.render_search`
-(memory limits, budget, search, recommendation), :mod:`.render_measured` (runs) and
-:mod:`.render_checks` (budget checks, batches, comparisons). This module puts them in
+The tables live by concern: :mod:`.layout` (wrapping, stacking, fitting),
+:mod:`.model` (forward path, gradients, strategies), :mod:`.search`
+(memory limits, budget, search, recommendation), :mod:`.measured` (runs) and
+:mod:`.checks` (budget checks, batches, comparisons). This module puts them in
 order and keeps the names other modules import from it.
 """
 

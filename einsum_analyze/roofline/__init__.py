@@ -2,8 +2,10 @@
 
 :mod:`.profiles` holds device profiles (nominal, from a file, or calibrated on the
 device), :mod:`.steps` each step's FLOPs and bytes as the lowered kernels run it,
-:mod:`.model` the report's section, :mod:`.render` its terminal tables. Analysis only:
-nothing here imports torch or allocates.
+:mod:`.model` the report's section; its terminal tables are in
+:mod:`einsum_analyze.render.roofline`, and the calibration of the devices that ran in
+:mod:`einsum_analyze.runs.roofline`. Analysis only: nothing here imports torch or
+allocates, and nothing but :mod:`einsum_analyze.model` (docs/architecture.md).
 """
 
 from __future__ import annotations

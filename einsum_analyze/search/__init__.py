@@ -8,7 +8,9 @@
   Pareto front by training FLOPs and training peak; the plan recommended within a budget.
 - :mod:`.records`: the records the report holds.
 
-Labels and sizes only: nothing here imports torch, click or rich.
+Labels and sizes only: nothing here imports torch, click or rich. It may import
+:mod:`einsum_analyze.model` and :mod:`einsum_analyze.strategies`, nothing above them
+(docs/architecture.md); the report holds its records.
 """
 
 from __future__ import annotations

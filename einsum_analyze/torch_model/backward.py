@@ -1,4 +1,4 @@
-"""Autograd's backward of torch.einsum, as a schedule (see :mod:`einsum_analyze.torch_model.forward`).
+"""Autograd's backward of torch.einsum, as a schedule (see :mod:`.forward`).
 
 The engine runs the newest node first: the pairwise steps in reverse, then the views and
 diagonals that aligned the operands. Before a ``bmm``'s backward the incoming gradient is

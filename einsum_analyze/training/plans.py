@@ -137,7 +137,7 @@ class DropinPlan:
 def _run(ops: Sequence[Any], live: dict[str, Any]) -> dict[str, Any]:
     """The compiled events on ``live``, as ``run_compiled`` runs them without a hook.
 
-    The caller chooses the grad mode (:func:`.backends.torch_backend.run_compiled`
+    The caller chooses the grad mode (:func:`einsum_analyze.backends.torch_backend.run_compiled`
     enters ``no_grad`` on every call).
     """
     for op in ops:

@@ -178,7 +178,8 @@ def test_cases_keep_the_limit(tmp_path):
 
 _FINALIZERS_DURING_THE_SEARCH = """
 import gc, json, sys, time
-from einsum_analyze import parse_equation, planning
+from einsum_analyze import parse_equation
+from einsum_analyze.model import planning
 
 case = json.loads(sys.argv[1])
 eq = parse_equation(case["equation"], case["shapes"])
