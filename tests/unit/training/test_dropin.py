@@ -371,7 +371,7 @@ def test_the_training_example_runs_with_the_same_loss_curve() -> None:
     import sys
     from pathlib import Path
 
-    root = Path(__file__).parents[2]
+    root = Path(__file__).parents[3]
     result = subprocess.run(
         [sys.executable, str(root / "examples" / "train_mps.py"), "--steps", "30", "--batch", "64"],
         capture_output=True, text=True, check=False, cwd=root,

@@ -16,7 +16,7 @@ from einsum_analyze.report import load_schema
 from einsum_analyze.report.budgets import Budgets
 from einsum_analyze.report.cases import CaseDefaults, cases_format, parse_cases
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 TOML = """
 [defaults]

@@ -589,7 +589,7 @@ def test_the_worked_example_backend_runs():
     import re
     from pathlib import Path
 
-    text = (Path(__file__).parents[2] / "docs" / "backends.md").read_text()
+    text = (Path(__file__).parents[3] / "docs" / "backends.md").read_text()
     section = text.split("## Worked example: adding a backend", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert len(blocks) == 2

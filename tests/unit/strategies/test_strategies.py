@@ -479,7 +479,7 @@ def test_simulate_memory_rejects_a_double_free():
 
 # --- the registry ----------------------------------------------------------------------------
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 
 
 @pytest.fixture

@@ -45,7 +45,7 @@ from einsum_analyze.strategies import (
 )
 from einsum_analyze.strategies.reverse import reverse_events
 
-CASES = json.loads((Path(__file__).parents[2] / "benchmarks" / "cases.json").read_text())
+CASES = json.loads((Path(__file__).parents[3] / "benchmarks" / "cases.json").read_text())
 TN18 = next(c for c in CASES["cases"] if c["name"] == "tn18-b512")
 # opt_einsum's dp with outer products on tn18-b512 (1.31e6 FLOPs; 25 to 34 s to find).
 DP_OUTER_PATH = [(0, 1), (0, 1), (14, 15), (5, 6), (5, 13), (5, 12), (10, 11), (1, 2), (1, 2),

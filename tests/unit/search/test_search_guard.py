@@ -25,7 +25,7 @@ from einsum_analyze.model.planning import (
 )
 from einsum_analyze.strategies import plan_gradients
 
-CASES = json.loads((Path(__file__).parents[2] / "benchmarks" / "cases.json").read_text())
+CASES = json.loads((Path(__file__).parents[3] / "benchmarks" / "cases.json").read_text())
 TN18 = next(case for case in CASES["cases"] if case["name"] == "tn18-b512")
 TN18_ARGS = [TN18["equation"], "--shapes", json.dumps(TN18["shapes"])]
 
@@ -224,7 +224,7 @@ def test_a_ring_in_a_finalizer_neither_stops_the_limit_nor_prints():
     import subprocess
     import sys
 
-    root = Path(__file__).parents[2]
+    root = Path(__file__).parents[3]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]))
     start = time.monotonic()

@@ -21,7 +21,7 @@ from einsum_analyze.search.candidates import pairwise_path
 
 pytest.importorskip("torch")
 
-CASES = json.loads((Path(__file__).parents[2] / "benchmarks" / "cases.json").read_text())["cases"]
+CASES = json.loads((Path(__file__).parents[3] / "benchmarks" / "cases.json").read_text())["cases"]
 
 
 def _scaled(case: dict[str, Any]) -> list[list[int]]:

@@ -23,7 +23,7 @@ from einsum_analyze.report.compare import (
     upgrade_report,
 )
 
-V1 = Path(__file__).parents[1] / "golden" / "schema_v1"
+V1 = Path(__file__).parents[2] / "golden" / "schema_v1"
 
 
 def _report(shapes: Any = ((2, 3), (3, 4)), **kwargs: Any) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from einsum_analyze.slicing import (
 from einsum_analyze.strategies import build_strategy, default_strategy_names, get_strategy
 
 CASES = {c["name"]: c for c in json.loads(
-    (Path(__file__).parents[2] / "benchmarks" / "cases.json").read_text())["cases"]}
+    (Path(__file__).parents[3] / "benchmarks" / "cases.json").read_text())["cases"]}
 TN = ("bc,bd,cm,mdn->bn", [(512, 2), (512, 2), (2, 7), (7, 2, 7)])
 
 
