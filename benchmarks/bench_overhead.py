@@ -133,6 +133,13 @@ def main() -> int:
     for case in json.loads((HERE / "cases.json").read_text())["cases"]:
         cases.append((case["name"], case["equation"], capped(case["shapes"], args.cap)))
     cases = [c for c in cases if not wanted or c[0] in wanted]
+    sys.path.insert(0, str(HERE))
+    from _common import environment
+
+    env = environment("cpu")
+    print("environment: " + json.dumps(env, sort_keys=True))
+    print("microseconds per call, the minimum over rounds"
+          + (f"; {args.before} -> the working tree" if args.before else ""), flush=True)
     results: dict[str, dict[str, dict[str, float]]] = {}
     for name, equation, shapes in cases:
         timed = {package: calls(package, equation, shapes) for package in packages}
@@ -153,7 +160,7 @@ def main() -> int:
         print(f"{name:20s} {row}", flush=True)
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(
-            {"before": args.before, "cap": args.cap, "rounds": args.rounds,
+            {"environment": env, "before": args.before, "cap": args.cap, "rounds": args.rounds,
              "iterations": args.iterations, "packages": packages, "results": results},
             indent=1))
     return 0
