@@ -448,7 +448,7 @@ def run_cases(
     """Analyse every runnable case and check its budgets; keep the errors as entries.
 
     Args:
-        entries: From :func:`parse_cases`.
+        entries: From :func:`~einsum_analyze.report.cases.parse_cases`.
         runner: Turns a case into a report; by default :func:`analyze_case`, which
             analyses with the case's options (analysis only). Budgets are applied to what it
             returns, so a runner that adds ``runs`` gets ``max-time`` checked too.

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from contextlib import ContextDecorator
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
@@ -51,8 +51,8 @@ __all__ = [
     "set_cache_size",
 ]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 _SEQUENCES = (list, tuple)
+
 
 def _autocast_dtype(device_type: str) -> torch.dtype | None:
     if not torch.is_autocast_enabled(device_type):

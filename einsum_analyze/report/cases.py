@@ -11,10 +11,12 @@ the run options ``device``, ``repeats`` and ``warmup``; ``kind`` and ``descripti
 free text. An unknown key, in a case or in ``defaults``, is an error that names it. Values
 come from the case, else the file's ``defaults``, else the command line.
 
-A case that cannot be read or analysed becomes an error entry and the others still run:
+A case that cannot be read becomes an error entry and the others are still read:
 problems of the file itself (unparsable, no list of cases) raise :class:`InputFileError`.
 This module catches :class:`EinsumAnalyzeError` per case, and only that, because
-recording it in the document is the feature; bugs still propagate.
+recording it in the document is the feature; bugs still propagate. Analysing the cases
+is the analysis' work (:func:`einsum_analyze.analysis.run_cases`, which records a case
+that cannot be analysed the same way); this module holds the records of a batch.
 """
 
 from __future__ import annotations
@@ -378,7 +380,6 @@ def _with_options(base: CaseDefaults, raw: Mapping[str, Any], *, where: str) -> 
                     Budgets.from_mapping(value, where=f"{where} budgets")
                 )
     return replace(base, **changes)
-
 
 
 def _memory_limit_value(

@@ -1,4 +1,4 @@
-"""The drop-in einsum's plans: chosen, compiled once, cached (:mod:`einsum_analyze.torch`).
+"""The drop-in einsum's plans: compiled once for the torch executor, and cached.
 
 A :class:`DropinPlan` is one strategy's schedule compiled for the torch executor
 (:mod:`einsum_analyze.backends.torch_kernels`), with what the custom op needs around it:
@@ -10,7 +10,9 @@ implementations return tensors of exactly those layouts).
 Plans are cached by equation, shapes, dtype, device, the operands that need gradients
 and the options, in a bounded least-recently-used cache that threads may share.
 
-Only :mod:`einsum_analyze.torch` imports this module; it imports torch.
+:mod:`einsum_analyze.torch` and :mod:`.node` call this module; on a miss it calls down
+into :mod:`.choice` (which strategy) and the torch backend (compile, lay out), never back
+up. It imports torch.
 """
 
 from __future__ import annotations
