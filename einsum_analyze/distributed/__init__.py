@@ -10,10 +10,11 @@
 - :mod:`.training`: :func:`.training.sliced_einsum` for a loop that already runs
   torch.distributed (``torchrun``).
 
-Importing this package imports no torch; :mod:`.worker` and :mod:`.training` do when
-they run. It may import the model, the backends, :mod:`einsum_analyze.slicing` and the
-report (:mod:`.from_report` reads a report's ``sliced`` strategy), never the command line
-or the renderers, which call it (docs/architecture.md).
+Importing this package imports no torch; :mod:`.worker` does when it runs, and
+:mod:`.training` (not imported by this ``__init__``) at import. It may import the model,
+the backends, :mod:`einsum_analyze.slicing` and the report (:mod:`.from_report` reads a
+report's ``sliced`` strategy), never the command line, which calls it, or the renderers,
+which read its result (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@
 :mod:`.formatting` writes figures as people read them (bytes, counts, seconds), for the
 pictures and the runs' messages too.
 
-It may import the report and everything below it, never the CLI. This ``__init__``
+It may import the report, the distributed run's result record and the layers below
+them (docs/architecture.md), never the CLI or the runs. This ``__init__``
 imports nothing, so that :mod:`.formatting` is had without rich.
 """

@@ -31,7 +31,8 @@ __all__ = [
 ]
 
 READABLE_VERSIONS: tuple[int, ...] = (1, SCHEMA_VERSION)
-"""The ``schema_version`` values :func:`compare_reports` reads (older ones are upgraded)."""
+"""The ``schema_version`` values :func:`~.compare.compare_reports` reads (older ones are
+upgraded)."""
 
 Unit = Literal["flops", "bytes", "s", ""]
 DocumentKind = Literal["report", "batch"]
@@ -49,7 +50,8 @@ RUN_MEMORY: tuple[tuple[str, Unit], ...] = (
 
 
 def load_comparison_schema() -> dict[str, Any]:
-    """The JSON Schema of :meth:`Comparison.to_dict` (``schema/comparison.schema.json``)."""
+    """The JSON Schema of :meth:`~.compare.Comparison.to_dict` (its file:
+    ``schema/comparison.schema.json``)."""
     import json
     from importlib.resources import files
 

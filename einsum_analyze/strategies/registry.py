@@ -3,9 +3,9 @@
 A strategy is one module that defines a builder and a :class:`StrategySpec`, plus one
 :func:`register_strategy` call (``einsum_analyze/strategies/__init__.py`` registers the
 built-in ones; code outside the package may register its own). :func:`analyze
-<einsum_analyze.analyze>`, the CLI's ``--strategy`` choices and help, the JSON schema's
-``strategies[].name`` enum and docs/strategies.md all read the names from here
-(docs/strategies.md shows how to add one).
+<einsum_analyze.analyze>`, the search and the CLI's ``--strategy`` choices and help read
+the names from here; tests keep the JSON schema's ``strategies[].name`` enum and
+docs/strategies.md's list equal to them (docs/strategies.md shows how to add one).
 
 :func:`build_strategy` drives any registered strategy: it hands the builder a
 :class:`~einsum_analyze.strategies.common.StrategyInput`, lowers the events to kernels

@@ -84,7 +84,7 @@ def test_installed_script():
     assert result.stderr.startswith("Error: unknown character '#'")
 
 
-def test_core_imports_no_torch_click_or_rich():
+def test_core_imports_no_torch_click_rich_or_matplotlib():
     code = (
         "import json, sys\n"
         "import einsum_analyze\n"
@@ -92,7 +92,8 @@ def test_core_imports_no_torch_click_or_rich():
         "json.dumps(r.to_dict())\n"
         "r = einsum_analyze.analyze('...ij,...jk', [(8, 1, 3, 4), (1, 4, 4, 2)], dtype='float64')\n"
         "json.dumps(r.to_dict())\n"
-        "print(json.dumps(sorted(m for m in ('torch', 'click', 'rich') if m in sys.modules)))\n"
+        "print(json.dumps(sorted(m for m in ('torch', 'click', 'rich', 'matplotlib')\n"
+        "                        if m in sys.modules)))\n"
     )
     result = run(sys.executable, "-c", code)
     assert result.returncode == 0, result.stderr
