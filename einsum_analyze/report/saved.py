@@ -50,8 +50,10 @@ RUN_MEMORY: tuple[tuple[str, Unit], ...] = (
 
 
 def load_comparison_schema() -> dict[str, Any]:
-    """The JSON Schema of :meth:`~.compare.Comparison.to_dict` (its file:
-    ``schema/comparison.schema.json``)."""
+    """The JSON Schema of a comparison, ``schema/comparison.schema.json``.
+
+    It describes :meth:`~.compare.Comparison.to_dict`.
+    """
     import json
     from importlib.resources import files
 
