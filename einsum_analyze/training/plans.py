@@ -27,7 +27,9 @@ import torch
 
 from ..errors import DropinError, DropinValueError, EinsumAnalyzeError
 from ..strategies import StrategyResult
+from .calls import TORCH_EINSUM, same_layout, torch_layout
 from .choice import choose_plan
+from .relayout import with_layout_copy
 
 __all__ = [
     "DTYPE_NAMES",
@@ -49,7 +51,7 @@ Layout = tuple[tuple[int, ...], tuple[int, ...]]
 def _input_error(message: str, equation: str, shapes: Sequence[Sequence[int]]) -> DropinError:
     """The error to raise: of the type torch.einsum raises for the same input."""
     try:
-        torch.einsum(equation, *(torch.empty(tuple(s), device="meta") for s in shapes))
+        TORCH_EINSUM(equation, *(torch.empty(tuple(s), device="meta") for s in shapes))
     except ValueError:
         return DropinValueError(message)
     except Exception:  # noqa: BLE001 - torch's own RuntimeError, or anything else
@@ -87,6 +89,11 @@ class DropinPlan:
         saved_names: Names of the saved tensors, in the order the backward op takes them
             (set from ``saved_operands`` and ``new_saved``).
         gradient_names: ``d0``, ... in ``grad`` order (set from ``grad``).
+        relayout: Shape and strides of torch.einsum's result where the schedule's
+            differs: forward copies its result into that layout (the copy is in
+            ``result``'s events and memory); None where they agree.
+        equation: The equation as the caller wrote it (a double backward runs
+            torch.einsum on it).
     """
 
     strategy: str
@@ -102,6 +109,8 @@ class DropinPlan:
     operand_names: tuple[str, ...] = ()
     saved_names: tuple[str, ...] = ()
     gradient_names: tuple[str, ...] = ()
+    relayout: Layout | None = None
+    equation: str = ""
 
     def __post_init__(self) -> None:
         # Names built once: a cache hit formats no string.
@@ -116,8 +125,12 @@ class DropinPlan:
                 else {f"in{k}": t for k, t in enumerate(operands)})
         if torch.is_grad_enabled():
             with torch.no_grad():
-                return _run(self.compiled.forward, live)
-        return _run(self.compiled.forward, live)  # inside autograd.Function.forward
+                _run(self.compiled.forward, live)
+        else:
+            _run(self.compiled.forward, live)  # inside autograd.Function.forward
+        if self.relayout is not None:
+            live[self.output] = _relaid(live[self.output], self.relayout)
+        return live
 
     def run_backward(self, saved: Sequence[Any], seed: Any) -> list[Any]:
         """The backward events; returns the gradients in ``grad`` order.
@@ -136,6 +149,14 @@ class DropinPlan:
         return [live[name] for name in self.gradient_names]
 
 
+def _relaid(tensor: Any, layout: Layout) -> Any:
+    """``tensor`` copied into torch.einsum's layout (a fresh tensor of ``layout``)."""
+    out = torch.empty_strided(layout[0], layout[1], dtype=tensor.dtype, device=tensor.device)
+    with torch.no_grad():
+        out.copy_(tensor)
+    return out
+
+
 def _run(ops: Sequence[Any], live: dict[str, Any]) -> dict[str, Any]:
     """The compiled events on ``live``, as ``run_compiled`` runs them without a hook.
 
@@ -151,8 +172,13 @@ def _run(ops: Sequence[Any], live: dict[str, Any]) -> dict[str, Any]:
 
 def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                mask: tuple[bool, ...], strategy: str, optimize: str,
-               budget: int) -> DropinPlan:
-    """Choose, compile and lay out one plan (a cache miss)."""
+               budget: int, torch_result: Layout | None = None) -> DropinPlan:
+    """Choose, compile and lay out one plan (a cache miss).
+
+    ``torch_result`` is torch.einsum's result layout for this call
+    (:func:`.calls.torch_layout`); where the schedule's differs, the plan copies its
+    result into it.
+    """
     from ..backends.torch_backend import run_compiled
     from ..backends.torch_kernels import compile_schedule
 
@@ -177,7 +203,13 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                       if not (name.startswith("in") and int(name[2:]) in saved_operands))
     if compiled.output in read:
         raise AssertionError("the drop-in does not support a backward that reads the output")
-    forward_layouts = tuple(_layout(live[name]) for name in (compiled.output, *new_saved))
+    relayout = None
+    if torch_result is not None and not same_layout(
+            torch_result[0], torch_result[1], _layout(live[compiled.output])[1]):
+        relayout = torch_result
+        result = with_layout_copy(result, compiled.output, dtype)
+    forward_layouts = ((relayout or _layout(live[compiled.output])),
+                       *(_layout(live[name]) for name in new_saved))
     gradient_layouts: tuple[Layout, ...] = ()
     if grad:
         state = {name: live[name] for name in (*(f"in{k}" for k in saved_operands), *new_saved)}
@@ -189,8 +221,10 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                       output=compiled.output, grad=grad, saved_operands=saved_operands,
                       new_saved=new_saved, forward_layouts=forward_layouts,
                       gradient_layouts=gradient_layouts,
-                      output_may_alias=_reaches_an_operand(result.events, compiled.output),
-                      operand_names=tuple(f"in{k}" for k in range(len(shapes))))
+                      output_may_alias=(relayout is None
+                                        and _reaches_an_operand(result.events, compiled.output)),
+                      operand_names=tuple(f"in{k}" for k in range(len(shapes))),
+                      relayout=relayout, equation=equation)
 
 
 def _reaches_an_operand(events: Sequence[Any], name: str) -> bool:
@@ -238,7 +272,10 @@ def get_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str, dev
             return plan
         cache.misses += 1
     try:
-        plan = build_plan(equation, shapes, dtype, mask, strategy, optimize, budget)
+        # torch.einsum's verdict first: a call it refuses is refused alike, planning nothing
+        torch_result = torch_layout(equation, shapes, dtype)
+        plan = build_plan(equation, shapes, dtype, mask, strategy, optimize, budget,
+                          torch_result)
     except DropinError:
         raise
     except EinsumAnalyzeError as err:
