@@ -118,7 +118,7 @@ def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | 
             plan = plan_eager_call(fast, operands, equation, strategy, optimize,
                                    budget_value, mask)
         if plan.runs_torch:  # no plan of ours is predicted to beat it
-            return _torch_einsum(equation, *operands)
+            return plan.call_torch(equation, operands)
         tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
         if not any(mask):
             return forward_output(plan, tensors)
@@ -137,11 +137,6 @@ EAGER_FAST_PATH = True
 """Eager calls skip the custom op's dispatch and run the same plan through an
 ``autograd.Function`` (a few microseconds less per call); traced calls always use the
 custom op. Tests set it to False to run eager calls through the op."""
-
-
-_torch_einsum: Callable[..., torch.Tensor] = torch.functional.einsum
-"""torch.einsum itself, as it was when this module was imported (:func:`patch` replaces
-``torch.einsum`` and ``torch.functional.einsum``)."""
 
 
 _any_autocast: Callable[[], bool] | None = getattr(torch._C, "_is_any_autocast_enabled", None)

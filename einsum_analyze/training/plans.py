@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -114,8 +114,13 @@ class DropinPlan:
             (set from ``saved_operands`` and ``new_saved``).
         gradient_names: ``d0``, ... in ``grad`` order (set from ``grad``).
         runs_torch: Eager calls run torch.einsum itself (``auto`` found no plan
-            predicted to beat it); traced calls still run this plan.
+            predicted to beat it), through :meth:`call_torch`; traced calls still run
+            this plan.
         reason: Why this plan, or torch.einsum, runs (one line, with the figures).
+        torch_path: The flat path torch.einsum asks opt_einsum for on these shapes
+            (``torch.backends.opt_einsum`` as it was when the plan was made); None where
+            it asks for none (two operands or fewer) or torch.einsum is left to plan
+            (opt_einsum off or unavailable).
     """
 
     strategy: str
@@ -133,6 +138,7 @@ class DropinPlan:
     gradient_names: tuple[str, ...] = ()
     runs_torch: bool = False
     reason: str = ""
+    torch_path: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         # Names built once: a cache hit formats no string.
@@ -150,6 +156,20 @@ class DropinPlan:
                 return _run(self.compiled.forward, live)
         return _run(self.compiled.forward, live)  # inside autograd.Function.forward
 
+    def call_torch(self, equation: str, operands: Sequence[Any]) -> torch.Tensor:
+        """torch.einsum's own execution: its kernel, on the path it would plan itself.
+
+        torch.einsum plans a path with opt_einsum on every call of three operands or
+        more; the plan holds that path, so the call goes straight to the kernel
+        (``torch._VF.einsum``). Operands with ``__torch_function__`` go through
+        torch.einsum itself.
+        """
+        if self.torch_path is not None and not _has_torch_function(operands):
+            return _VF_EINSUM(equation, operands, path=self.torch_path)
+        if len(operands) <= 2 and not _has_torch_function(operands):
+            return _VF_EINSUM(equation, operands)
+        return _TORCH_EINSUM(equation, *operands)
+
     def run_backward(self, saved: Sequence[Any], seed: Any) -> list[Any]:
         """The backward events; returns the gradients in ``grad`` order.
 
@@ -165,6 +185,28 @@ class DropinPlan:
         else:  # autograd runs a node's backward without grad: no mode to switch
             _run(self.compiled.backward, live)
         return [live[name] for name in self.gradient_names]
+
+
+_TORCH_EINSUM: Callable[..., torch.Tensor] = torch.functional.einsum
+"""torch.einsum as it was when this module was imported (``patch()`` replaces it)."""
+_VF_EINSUM: Callable[..., torch.Tensor] = torch._VF.einsum  # type: ignore[attr-defined]
+_has_torch_function: Callable[[Any], bool] = torch.overrides.has_torch_function
+
+
+def _torch_path(equation: str, shapes: Sequence[Sequence[int]]) -> tuple[int, ...] | None:
+    """The flat path torch.einsum would ask opt_einsum for (as torch.functional.einsum)."""
+    from torch.backends import opt_einsum as torch_opt_einsum
+
+    if len(shapes) <= 2 or not torch_opt_einsum.enabled or not torch_opt_einsum.is_available():
+        return None
+    import opt_einsum
+
+    try:
+        path, _ = opt_einsum.contract_path(equation, *shapes, shapes=True,
+                                           optimize=torch_opt_einsum.strategy)
+    except ValueError:  # torch.einsum reads the call itself, every time
+        return None
+    return tuple(k for pair in path for k in pair)
 
 
 def _run(ops: Sequence[Any], live: dict[str, Any]) -> dict[str, Any]:
@@ -223,7 +265,9 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                       gradient_layouts=gradient_layouts,
                       output_may_alias=_reaches_an_operand(result.events, compiled.output),
                       operand_names=tuple(f"in{k}" for k in range(len(shapes))),
-                      runs_torch=choice.runs_torch, reason=choice.reason)
+                      runs_torch=choice.runs_torch, reason=choice.reason,
+                      torch_path=_torch_path(equation, shapes) if choice.runs_torch
+                      else None)
 
 
 def _reaches_an_operand(events: Sequence[Any], name: str) -> bool:

@@ -145,3 +145,18 @@ def test_auto_never_runs_a_plan_above_torch_einsums_peak_or_work() -> None:
                  and ours <= FLOP_MARGIN * torch_flops and ours < torch_flops)
         assert choice.runs_torch == (not beats), (case.name, choice.reason)
     assert ran[True] and ran[False]  # both kinds of call are in the corpus
+
+
+def test_the_fallback_runs_torch_einsums_own_path_bit_for_bit() -> None:
+    # torch.einsum plans its path with opt_einsum on each call of three operands; the
+    # plan keeps that path, so values and gradients are torch.einsum's to the bit.
+    dropin.clear_cache()
+    leaves = _leaves(((30, 40), (40, 5), (5, 50), (50, 7)), torch.float32)
+    upstream = torch.randn(30, 7)
+    got = einsum("ij,jk,kl,lm->im", *leaves)
+    assert _last_choice().runs == "torch.einsum"
+    want = torch.einsum("ij,jk,kl,lm->im", *leaves)
+    assert torch.equal(got, want)
+    for g, w in zip(torch.autograd.grad(got, leaves, upstream),
+                    torch.autograd.grad(want, leaves, upstream), strict=True):
+        assert torch.equal(g, w)
