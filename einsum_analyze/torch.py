@@ -94,7 +94,6 @@ def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | 
             operands = tuple(t.to(low) for t in operands)
             dtype = low
     grad_on = torch.is_grad_enabled()
-    tensors: list[torch.Tensor] = []
     mask: list[bool] = []
     for t in operands:
         if t.device != device:
@@ -108,17 +107,19 @@ def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | 
                 + ", ".join(dict.fromkeys(str(t.dtype) for t in operands))
                 + " (convert them, or use torch.autocast)"
             )
-        tensors.append(t if t.is_contiguous() else t.contiguous())
         mask.append(grad_on and t.requires_grad)
     budget_value = NO_BUDGET if budget is None else _budget_bytes(budget)
     if EAGER_FAST_PATH and not torch.compiler.is_compiling():
         # The plan by a key of torch objects: a cache hit converts nothing to text.
         fast = (equation, strategy, optimize, budget_value, dtype, device, *mask,
-                *[t.shape for t in tensors])
+                *[t.shape for t in operands])
         plan = eager_plan(fast)
         if plan is None:
-            plan = plan_eager_call(fast, tensors, equation, strategy, optimize, budget_value,
-                                   mask)
+            plan = plan_eager_call(fast, operands, equation, strategy, optimize,
+                                   budget_value, mask)
+        if plan.runs_torch:  # no plan of ours is predicted to beat it
+            return _torch_einsum(equation, *operands)
+        tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
         if not any(mask):
             return forward_output(plan, tensors)
         if _functorch_active is None or _functorch_active():
@@ -126,6 +127,7 @@ def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | 
         else:
             result = apply_eager(plan, *tensors)
         return result
+    tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     outputs: list[torch.Tensor] = contract(tensors, equation, strategy, optimize,
                                            budget_value, mask)
     return outputs[0]
@@ -135,6 +137,11 @@ EAGER_FAST_PATH = True
 """Eager calls skip the custom op's dispatch and run the same plan through an
 ``autograd.Function`` (a few microseconds less per call); traced calls always use the
 custom op. Tests set it to False to run eager calls through the op."""
+
+
+_torch_einsum: Callable[..., torch.Tensor] = torch.functional.einsum
+"""torch.einsum itself, as it was when this module was imported (:func:`patch` replaces
+``torch.einsum`` and ``torch.functional.einsum``)."""
 
 
 _any_autocast: Callable[[], bool] | None = getattr(torch._C, "_is_any_autocast_enabled", None)

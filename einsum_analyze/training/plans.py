@@ -7,6 +7,11 @@ and the new tensors it keeps), and the shape and strides of every tensor the two
 return, found once by running the schedule on the ``meta`` device (the ops' fake
 implementations return tensors of exactly those layouts).
 
+Under ``strategy="auto"`` a plan may say that eager calls run torch.einsum itself
+(``runs_torch``, :func:`.choice.choose_dropin`): no plan of ours is predicted to beat it.
+:func:`cache_info` lists each cached call's choice and its reason, and every miss logs
+it (logger ``einsum_analyze.torch``, level DEBUG).
+
 Plans are cached by equation, shapes, dtype, device, the operands that need gradients
 and the options, in a bounded least-recently-used cache that threads may share.
 
@@ -17,6 +22,7 @@ up. It imports torch.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -27,12 +33,13 @@ import torch
 
 from ..errors import DropinError, DropinValueError, EinsumAnalyzeError
 from ..strategies import StrategyResult
-from .choice import choose_plan
+from .choice import choose_dropin
 
 __all__ = [
     "DTYPE_NAMES",
     "CacheInfo",
     "DropinPlan",
+    "PlanChoice",
     "build_plan",
     "cache_info",
     "clear_cache",
@@ -44,6 +51,8 @@ __all__ = [
 ]
 
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
+
+_LOG = logging.getLogger("einsum_analyze.torch")
 
 
 def _input_error(message: str, equation: str, shapes: Sequence[Sequence[int]]) -> DropinError:
@@ -57,13 +66,30 @@ def _input_error(message: str, equation: str, shapes: Sequence[Sequence[int]]) -
     return DropinError(message)
 
 
+class PlanChoice(NamedTuple):
+    """What one cached call runs, and why.
+
+    ``runs`` is ``"torch.einsum"`` where eager calls call torch.einsum itself, else the
+    strategy of the plan; ``grad`` the positions of the operands that need gradients.
+    """
+
+    equation: str
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: str
+    device: str
+    grad: tuple[int, ...]
+    runs: str
+    reason: str
+
+
 class CacheInfo(NamedTuple):
-    """The plan cache's counters."""
+    """The plan cache's counters, and each cached call's choice (least recent first)."""
 
     hits: int
     misses: int
     size: int
     maxsize: int
+    choices: tuple[PlanChoice, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,6 +113,9 @@ class DropinPlan:
         saved_names: Names of the saved tensors, in the order the backward op takes them
             (set from ``saved_operands`` and ``new_saved``).
         gradient_names: ``d0``, ... in ``grad`` order (set from ``grad``).
+        runs_torch: Eager calls run torch.einsum itself (``auto`` found no plan
+            predicted to beat it); traced calls still run this plan.
+        reason: Why this plan, or torch.einsum, runs (one line, with the figures).
     """
 
     strategy: str
@@ -102,6 +131,8 @@ class DropinPlan:
     operand_names: tuple[str, ...] = ()
     saved_names: tuple[str, ...] = ()
     gradient_names: tuple[str, ...] = ()
+    runs_torch: bool = False
+    reason: str = ""
 
     def __post_init__(self) -> None:
         # Names built once: a cache hit formats no string.
@@ -159,7 +190,8 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
     if len(mask) != len(shapes):
         raise AssertionError("one requires-grad flag per operand")
     grad = tuple(k for k, wanted in enumerate(mask) if wanted)
-    result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget)
+    choice = choose_dropin(equation, shapes, dtype, grad, strategy, optimize, budget)
+    result = choice.result
     from ..model.equation import parse_equation
 
     eq = parse_equation(equation, shapes)
@@ -190,7 +222,8 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                       new_saved=new_saved, forward_layouts=forward_layouts,
                       gradient_layouts=gradient_layouts,
                       output_may_alias=_reaches_an_operand(result.events, compiled.output),
-                      operand_names=tuple(f"in{k}" for k in range(len(shapes))))
+                      operand_names=tuple(f"in{k}" for k in range(len(shapes))),
+                      runs_torch=choice.runs_torch, reason=choice.reason)
 
 
 def _reaches_an_operand(events: Sequence[Any], name: str) -> bool:
@@ -243,6 +276,7 @@ def get_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str, dev
         raise
     except EinsumAnalyzeError as err:
         raise _input_error(f"einsum(): {err}", equation, shapes) from None
+    _LOG.debug("einsum %s %s %s on %s: %s", equation, shapes, dtype, device, plan.reason)
     with cache.lock:
         cache.plans[key] = plan
         cache.plans.move_to_end(key)
@@ -329,9 +363,22 @@ def plan_eager_call(fast: tuple[Any, ...], operands: Sequence[torch.Tensor], equ
 
 
 def cache_info() -> CacheInfo:
-    """Hits, misses, plans held and the bound of the plan cache."""
+    """Hits, misses, plans held, the bound of the plan cache, and each plan's choice.
+
+    Example:
+        After ``einsum("ij,jk->ik", a, b)`` with ``b`` needing a gradient,
+        ``cache_info().choices[-1].runs`` is ``"torch.einsum"`` and its ``reason``
+        compares the two: ``torch.einsum: no plan is predicted faster ('reverse' ...``.
+    """
     with _CACHE.lock:
-        return CacheInfo(_CACHE.hits, _CACHE.misses, len(_CACHE.plans), _CACHE.maxsize)
+        choices = tuple(
+            PlanChoice(equation=key[0], shapes=key[1], dtype=key[2], device=key[3],
+                       grad=plan.grad, runs="torch.einsum" if plan.runs_torch
+                       else plan.strategy, reason=plan.reason)
+            for key, plan in _CACHE.plans.items()
+        )
+        return CacheInfo(_CACHE.hits, _CACHE.misses, len(_CACHE.plans), _CACHE.maxsize,
+                         choices)
 
 
 def clear_cache() -> None:
