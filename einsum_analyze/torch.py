@@ -122,20 +122,23 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
     if dtype not in DTYPE_NAMES or not _uniform(operands, device, dtype):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     grad_on = torch.is_grad_enabled()
-    tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     mask = [grad_on and t.requires_grad for t in operands]
     budget_value = NO_BUDGET if budget is None else _budget_bytes(budget)
     if EAGER_FAST_PATH and not compiling:
         # The plan by a key of torch objects: a cache hit converts nothing to text.
         fast = (equation, strategy, optimize, budget_value, dtype, device, *mask,
-                *[t.shape for t in tensors])
+                *[t.shape for t in operands])
         plan = eager_plan(fast)
         if plan is None:
-            plan = plan_eager_call(fast, tensors, equation, strategy, optimize, budget_value,
-                                   mask)
+            plan = plan_eager_call(fast, operands, equation, strategy, optimize,
+                                   budget_value, mask)
+        if plan.runs_torch:  # no plan of ours is predicted to beat it
+            return plan.call_torch(equation, operands)
+        tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
         if not any(mask):
             return forward_output(plan, tensors)
         return apply_eager(plan, operands, *tensors)
+    tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     outputs: list[torch.Tensor] = contract(tensors, equation, strategy, optimize,
                                            budget_value, mask)
     return outputs[0]

@@ -7,6 +7,11 @@ and the new tensors it keeps), and the shape and strides of every tensor the two
 return, found once by running the schedule on the ``meta`` device (the ops' fake
 implementations return tensors of exactly those layouts).
 
+Under ``strategy="auto"`` a plan may say that eager calls run torch.einsum itself
+(``runs_torch``, :func:`.choice.choose_dropin`): no plan of ours is predicted to beat it.
+:func:`cache_info` lists each cached call's choice and its reason, and every miss logs
+it (logger ``einsum_analyze.torch``, level DEBUG).
+
 Plans are cached by equation, shapes, dtype, device, the operands that need gradients
 and the options, in a bounded least-recently-used cache that threads may share.
 
@@ -17,9 +22,10 @@ up. It imports torch.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -28,13 +34,14 @@ import torch
 from ..errors import DropinError, DropinValueError, EinsumAnalyzeError
 from ..strategies import StrategyResult
 from .calls import TORCH_EINSUM, same_layout, torch_layout
-from .choice import choose_plan
+from .choice import choose_dropin
 from .relayout import with_layout_copy
 
 __all__ = [
     "DTYPE_NAMES",
     "CacheInfo",
     "DropinPlan",
+    "PlanChoice",
     "build_plan",
     "cache_info",
     "clear_cache",
@@ -46,6 +53,8 @@ __all__ = [
 ]
 
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
+
+_LOG = logging.getLogger("einsum_analyze.torch")
 
 
 def _input_error(message: str, equation: str, shapes: Sequence[Sequence[int]]) -> DropinError:
@@ -59,13 +68,30 @@ def _input_error(message: str, equation: str, shapes: Sequence[Sequence[int]]) -
     return DropinError(message)
 
 
+class PlanChoice(NamedTuple):
+    """What one cached call runs, and why.
+
+    ``runs`` is ``"torch.einsum"`` where eager calls call torch.einsum itself, else the
+    strategy of the plan; ``grad`` the positions of the operands that need gradients.
+    """
+
+    equation: str
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: str
+    device: str
+    grad: tuple[int, ...]
+    runs: str
+    reason: str
+
+
 class CacheInfo(NamedTuple):
-    """The plan cache's counters."""
+    """The plan cache's counters, and each cached call's choice (least recent first)."""
 
     hits: int
     misses: int
     size: int
     maxsize: int
+    choices: tuple[PlanChoice, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +120,14 @@ class DropinPlan:
             ``result``'s events and memory); None where they agree.
         equation: The equation as the caller wrote it (a double backward runs
             torch.einsum on it).
+        runs_torch: Eager calls run torch.einsum itself (``auto`` found no plan
+            predicted to beat it), through :meth:`call_torch`; traced calls still run
+            this plan.
+        reason: Why this plan, or torch.einsum, runs (one line, with the figures).
+        torch_path: The flat path torch.einsum asks opt_einsum for on these shapes
+            (``torch.backends.opt_einsum`` as it was when the plan was made); None where
+            it asks for none (two operands or fewer) or torch.einsum is left to plan
+            (opt_einsum off or unavailable).
     """
 
     strategy: str
@@ -111,6 +145,9 @@ class DropinPlan:
     gradient_names: tuple[str, ...] = ()
     relayout: Layout | None = None
     equation: str = ""
+    runs_torch: bool = False
+    reason: str = ""
+    torch_path: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         # Names built once: a cache hit formats no string.
@@ -131,6 +168,20 @@ class DropinPlan:
         if self.relayout is not None:
             live[self.output] = _relaid(live[self.output], self.relayout)
         return live
+
+    def call_torch(self, equation: str, operands: Sequence[Any]) -> torch.Tensor:
+        """torch.einsum's own execution: its kernel, on the path it would plan itself.
+
+        torch.einsum plans a path with opt_einsum on every call of three operands or
+        more; the plan holds that path, so the call goes straight to the kernel
+        (``torch._VF.einsum``). Operands with ``__torch_function__`` go through
+        torch.einsum itself.
+        """
+        if self.torch_path is not None and not _has_torch_function(operands):
+            return _VF_EINSUM(equation, operands, path=self.torch_path)
+        if len(operands) <= 2 and not _has_torch_function(operands):
+            return _VF_EINSUM(equation, operands)
+        return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
 
     def run_backward(self, saved: Sequence[Any], seed: Any) -> list[Any]:
         """The backward events; returns the gradients in ``grad`` order.
@@ -155,6 +206,24 @@ def _relaid(tensor: Any, layout: Layout) -> Any:
     with torch.no_grad():
         out.copy_(tensor)
     return out
+_VF_EINSUM: Callable[..., torch.Tensor] = torch._VF.einsum  # type: ignore[attr-defined]
+_has_torch_function: Callable[[Any], bool] = torch.overrides.has_torch_function
+
+
+def _torch_path(equation: str, shapes: Sequence[Sequence[int]]) -> tuple[int, ...] | None:
+    """The flat path torch.einsum would ask opt_einsum for (as torch.functional.einsum)."""
+    from torch.backends import opt_einsum as torch_opt_einsum
+
+    if len(shapes) <= 2 or not torch_opt_einsum.enabled or not torch_opt_einsum.is_available():
+        return None
+    import opt_einsum
+
+    try:
+        path, _ = opt_einsum.contract_path(equation, *shapes, shapes=True,
+                                           optimize=torch_opt_einsum.strategy)
+    except ValueError:  # torch.einsum reads the call itself, every time
+        return None
+    return tuple(k for pair in path for k in pair)
 
 
 def _run(ops: Sequence[Any], live: dict[str, Any]) -> dict[str, Any]:
@@ -185,7 +254,8 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
     if len(mask) != len(shapes):
         raise AssertionError("one requires-grad flag per operand")
     grad = tuple(k for k, wanted in enumerate(mask) if wanted)
-    result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget)
+    choice = choose_dropin(equation, shapes, dtype, grad, strategy, optimize, budget)
+    result = choice.result
     from ..model.equation import parse_equation
 
     eq = parse_equation(equation, shapes)
@@ -224,7 +294,10 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                       output_may_alias=(relayout is None
                                         and _reaches_an_operand(result.events, compiled.output)),
                       operand_names=tuple(f"in{k}" for k in range(len(shapes))),
-                      relayout=relayout, equation=equation)
+                      relayout=relayout, equation=equation,
+                      runs_torch=choice.runs_torch, reason=choice.reason,
+                      torch_path=_torch_path(equation, shapes) if choice.runs_torch
+                      else None)
 
 
 def _reaches_an_operand(events: Sequence[Any], name: str) -> bool:
@@ -280,6 +353,7 @@ def get_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str, dev
         raise
     except EinsumAnalyzeError as err:
         raise _input_error(f"einsum(): {err}", equation, shapes) from None
+    _LOG.debug("einsum %s %s %s on %s: %s", equation, shapes, dtype, device, plan.reason)
     with cache.lock:
         cache.plans[key] = plan
         cache.plans.move_to_end(key)
@@ -366,9 +440,22 @@ def plan_eager_call(fast: tuple[Any, ...], operands: Sequence[torch.Tensor], equ
 
 
 def cache_info() -> CacheInfo:
-    """Hits, misses, plans held and the bound of the plan cache."""
+    """Hits, misses, plans held, the bound of the plan cache, and each plan's choice.
+
+    Example:
+        After ``einsum("ij,jk->ik", a, b)`` with ``b`` needing a gradient,
+        ``cache_info().choices[-1].runs`` is ``"torch.einsum"`` and its ``reason``
+        compares the two: ``torch.einsum: no plan is predicted faster ('reverse' ...``.
+    """
     with _CACHE.lock:
-        return CacheInfo(_CACHE.hits, _CACHE.misses, len(_CACHE.plans), _CACHE.maxsize)
+        choices = tuple(
+            PlanChoice(equation=key[0], shapes=key[1], dtype=key[2], device=key[3],
+                       grad=plan.grad, runs="torch.einsum" if plan.runs_torch
+                       else plan.strategy, reason=plan.reason)
+            for key, plan in _CACHE.plans.items()
+        )
+        return CacheInfo(_CACHE.hits, _CACHE.misses, len(_CACHE.plans), _CACHE.maxsize,
+                         choices)
 
 
 def clear_cache() -> None:
