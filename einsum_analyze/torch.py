@@ -39,7 +39,16 @@ import torch
 from .errors import DropinError
 from .training.choice import NO_BUDGET
 from .training.node import EagerContract, apply_eager, contract, forward_output
-from .training.plans import cache_info, clear_cache, eager_plan, plan_eager_call, set_cache_size
+from .training.plans import (
+    cache_info,
+    clear_cache,
+    eager_plan,
+    plan_eager_call,
+    plan_key,
+    set_cache_size,
+    torch_einsum,
+    traced_runs_torch,
+)
 
 __all__ = [
     "DropinError",
@@ -127,6 +136,9 @@ def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | 
         else:
             result = apply_eager(plan, *tensors)
         return result
+    if traced_runs_torch(*plan_key(operands, equation, strategy, optimize, budget_value,
+                                   mask)):
+        return torch_einsum(equation, *operands)
     tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     outputs: list[torch.Tensor] = contract(tensors, equation, strategy, optimize,
                                            budget_value, mask)

@@ -48,6 +48,8 @@ __all__ = [
     "plan_eager_call",
     "plan_key",
     "set_cache_size",
+    "torch_einsum",
+    "traced_runs_torch",
 ]
 
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
@@ -168,7 +170,7 @@ class DropinPlan:
             return _VF_EINSUM(equation, operands, path=self.torch_path)
         if len(operands) <= 2 and not _has_torch_function(operands):
             return _VF_EINSUM(equation, operands)
-        return _TORCH_EINSUM(equation, *operands)
+        return torch_einsum(equation, *operands)
 
     def run_backward(self, saved: Sequence[Any], seed: Any) -> list[Any]:
         """The backward events; returns the gradients in ``grad`` order.
@@ -187,7 +189,7 @@ class DropinPlan:
         return [live[name] for name in self.gradient_names]
 
 
-_TORCH_EINSUM: Callable[..., torch.Tensor] = torch.functional.einsum
+torch_einsum: Callable[..., torch.Tensor] = torch.functional.einsum
 """torch.einsum as it was when this module was imported (``patch()`` replaces it)."""
 _VF_EINSUM: Callable[..., torch.Tensor] = torch._VF.einsum  # type: ignore[attr-defined]
 _has_torch_function: Callable[[Any], bool] = torch.overrides.has_torch_function
@@ -404,6 +406,20 @@ def plan_eager_call(fast: tuple[Any, ...], operands: Sequence[torch.Tensor], equ
     plan = get_plan(*key)
     remember_eager(fast, key, plan)
     return plan
+
+
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
+def traced_runs_torch(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
+                      device: str, mask: tuple[bool, ...], strategy: str, optimize: str,
+                      budget: int) -> bool:
+    """Whether a traced call runs torch.einsum itself (its plan's ``runs_torch``).
+
+    A compiler calls this once while it traces, with the call's static sizes, and keeps
+    the answer as a constant: the graph then holds torch.einsum, which the compiler
+    lowers as it lowers any torch.einsum, or else the custom op of the plan.
+    """
+    return get_plan(equation, shapes, dtype, device, mask, strategy, optimize,
+                    budget).runs_torch
 
 
 def cache_info() -> CacheInfo:
