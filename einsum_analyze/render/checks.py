@@ -110,7 +110,7 @@ def render_batch(batch: BatchReport, console: Console) -> None:
         table.add_row(
             escape(outcome.name),
             status,
-            format_count(report.plan.flops),
+            format_count(report.plan.user_flops),
             format_count(first.backward_flops) + f" ({first.name})" if first else "-",
             format_bytes(first.memory.peak_bytes if first else report.forward_memory.peak_bytes),
             _fastest_run(report),
