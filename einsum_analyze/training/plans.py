@@ -33,7 +33,9 @@ import torch
 
 from ..errors import DropinError, DropinValueError, EinsumAnalyzeError
 from ..strategies import StrategyResult
+from .calls import TORCH_EINSUM, same_layout, torch_layout
 from .choice import choose_dropin
+from .relayout import with_layout_copy
 
 __all__ = [
     "DTYPE_NAMES",
@@ -48,7 +50,6 @@ __all__ = [
     "plan_eager_call",
     "plan_key",
     "set_cache_size",
-    "torch_einsum",
     "traced_runs_torch",
 ]
 
@@ -60,7 +61,7 @@ _LOG = logging.getLogger("einsum_analyze.torch")
 def _input_error(message: str, equation: str, shapes: Sequence[Sequence[int]]) -> DropinError:
     """The error to raise: of the type torch.einsum raises for the same input."""
     try:
-        torch.einsum(equation, *(torch.empty(tuple(s), device="meta") for s in shapes))
+        TORCH_EINSUM(equation, *(torch.empty(tuple(s), device="meta") for s in shapes))
     except ValueError:
         return DropinValueError(message)
     except Exception:  # noqa: BLE001 - torch's own RuntimeError, or anything else
@@ -115,6 +116,11 @@ class DropinPlan:
         saved_names: Names of the saved tensors, in the order the backward op takes them
             (set from ``saved_operands`` and ``new_saved``).
         gradient_names: ``d0``, ... in ``grad`` order (set from ``grad``).
+        relayout: Shape and strides of torch.einsum's result where the schedule's
+            differs: forward copies its result into that layout (the copy is in
+            ``result``'s events and memory); None where they agree.
+        equation: The equation as the caller wrote it (a double backward runs
+            torch.einsum on it).
         runs_torch: Eager calls run torch.einsum itself (``auto`` found no plan
             predicted to beat it), through :meth:`call_torch`; traced calls still run
             this plan.
@@ -138,6 +144,8 @@ class DropinPlan:
     operand_names: tuple[str, ...] = ()
     saved_names: tuple[str, ...] = ()
     gradient_names: tuple[str, ...] = ()
+    relayout: Layout | None = None
+    equation: str = ""
     runs_torch: bool = False
     reason: str = ""
     torch_path: tuple[int, ...] | None = None
@@ -155,8 +163,12 @@ class DropinPlan:
                 else {f"in{k}": t for k, t in enumerate(operands)})
         if torch.is_grad_enabled():
             with torch.no_grad():
-                return _run(self.compiled.forward, live)
-        return _run(self.compiled.forward, live)  # inside autograd.Function.forward
+                _run(self.compiled.forward, live)
+        else:
+            _run(self.compiled.forward, live)  # inside autograd.Function.forward
+        if self.relayout is not None:
+            live[self.output] = _relaid(live[self.output], self.relayout)
+        return live
 
     def call_torch(self, equation: str, operands: Sequence[Any]) -> torch.Tensor:
         """torch.einsum's own execution: its kernel, on the path it would plan itself.
@@ -170,7 +182,7 @@ class DropinPlan:
             return _VF_EINSUM(equation, operands, path=self.torch_path)
         if len(operands) <= 2 and not _has_torch_function(operands):
             return _VF_EINSUM(equation, operands)
-        return torch_einsum(equation, *operands)
+        return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
 
     def run_backward(self, saved: Sequence[Any], seed: Any) -> list[Any]:
         """The backward events; returns the gradients in ``grad`` order.
@@ -189,8 +201,14 @@ class DropinPlan:
         return [live[name] for name in self.gradient_names]
 
 
-torch_einsum: Callable[..., torch.Tensor] = torch.functional.einsum
-"""torch.einsum as it was when this module was imported (``patch()`` replaces it)."""
+def _relaid(tensor: Any, layout: Layout) -> Any:
+    """``tensor`` copied into torch.einsum's layout (a fresh tensor of ``layout``)."""
+    out = torch.empty_strided(layout[0], layout[1], dtype=tensor.dtype, device=tensor.device)
+    with torch.no_grad():
+        out.copy_(tensor)
+    return out
+
+
 _VF_EINSUM: Callable[..., torch.Tensor] = torch._VF.einsum  # type: ignore[attr-defined]
 _has_torch_function: Callable[[Any], bool] = torch.overrides.has_torch_function
 
@@ -226,8 +244,13 @@ def _run(ops: Sequence[Any], live: dict[str, Any]) -> dict[str, Any]:
 
 def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                mask: tuple[bool, ...], strategy: str, optimize: str,
-               budget: int) -> DropinPlan:
-    """Choose, compile and lay out one plan (a cache miss)."""
+               budget: int, torch_result: Layout | None = None) -> DropinPlan:
+    """Choose, compile and lay out one plan (a cache miss).
+
+    ``torch_result`` is torch.einsum's result layout for this call
+    (:func:`.calls.torch_layout`); where the schedule's differs, the plan copies its
+    result into it.
+    """
     from ..backends.torch_backend import run_compiled
     from ..backends.torch_kernels import compile_schedule
 
@@ -253,7 +276,13 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                       if not (name.startswith("in") and int(name[2:]) in saved_operands))
     if compiled.output in read:
         raise AssertionError("the drop-in does not support a backward that reads the output")
-    forward_layouts = tuple(_layout(live[name]) for name in (compiled.output, *new_saved))
+    relayout = None
+    if torch_result is not None and not same_layout(
+            torch_result[0], torch_result[1], _layout(live[compiled.output])[1]):
+        relayout = torch_result
+        result = with_layout_copy(result, compiled.output, dtype)
+    forward_layouts = ((relayout or _layout(live[compiled.output])),
+                       *(_layout(live[name]) for name in new_saved))
     gradient_layouts: tuple[Layout, ...] = ()
     if grad:
         state = {name: live[name] for name in (*(f"in{k}" for k in saved_operands), *new_saved)}
@@ -265,8 +294,10 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                       output=compiled.output, grad=grad, saved_operands=saved_operands,
                       new_saved=new_saved, forward_layouts=forward_layouts,
                       gradient_layouts=gradient_layouts,
-                      output_may_alias=_reaches_an_operand(result.events, compiled.output),
+                      output_may_alias=(relayout is None
+                                        and _reaches_an_operand(result.events, compiled.output)),
                       operand_names=tuple(f"in{k}" for k in range(len(shapes))),
+                      relayout=relayout, equation=equation,
                       runs_torch=choice.runs_torch, reason=choice.reason,
                       torch_path=_torch_path(equation, shapes) if choice.runs_torch
                       else None)
@@ -317,7 +348,10 @@ def get_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str, dev
             return plan
         cache.misses += 1
     try:
-        plan = build_plan(equation, shapes, dtype, mask, strategy, optimize, budget)
+        # torch.einsum's verdict first: a call it refuses is refused alike, planning nothing
+        torch_result = torch_layout(equation, shapes, dtype)
+        plan = build_plan(equation, shapes, dtype, mask, strategy, optimize, budget,
+                          torch_result)
     except DropinError:
         raise
     except EinsumAnalyzeError as err:
