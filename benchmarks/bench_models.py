@@ -66,7 +66,8 @@ def _longformer(size: dict[str, int]) -> Any:
     return LongformerForMaskedLM(LongformerConfig(
         vocab_size=size["vocab"], hidden_size=size["width"],
         num_hidden_layers=size["layers"], num_attention_heads=size["heads"],
-        intermediate_size=4 * size["width"], attention_window=[size["length"] // 4] * size["layers"],
+        intermediate_size=4 * size["width"],
+        attention_window=[size["length"] // 4] * size["layers"],
         max_position_embeddings=size["length"] + 2, hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0))
 
