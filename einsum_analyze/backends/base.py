@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from ..model.memory import Event, simulate_memory
 from ..roofline.steps import StepTime
+from ..roofline.time_model import PredictedTime
 from .relabel import ascii_equation, contract_along_path, torch_equation
 from .timing import Measurement
 
@@ -63,6 +64,8 @@ class Run:
         note: What was run when it is not the usual call (e.g. a relabelled equation).
         steps: Each computing step's median time (``--profile-steps``), in schedule order.
         other_s: Median seconds of the events between the steps (seeds, views, frees).
+        predicted: The time model's forward and backward seconds on the run device's
+            calibrated profile (None: no model of what ran, or not calibrated).
     """
 
     strategy: str
@@ -81,6 +84,7 @@ class Run:
     note: str | None = None
     steps: tuple[StepTime, ...] = ()
     other_s: float | None = None
+    predicted: PredictedTime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """One entry of the ``runs`` section of the JSON report."""
@@ -99,6 +103,7 @@ class Run:
             "skipped": self.skipped,
             "memory_measurement": self.memory_measurement,
             "note": self.note,
+            "predicted": self.predicted.to_dict() if self.predicted is not None else None,
         }
         if self.steps:
             total = sum(step.time_s for step in self.steps) + (self.other_s or 0.0)

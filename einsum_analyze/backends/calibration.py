@@ -1,10 +1,14 @@
-"""Calibrate a device for the roofline: achievable bandwidth and matrix-multiply rate.
+"""Calibrate a device for the roofline and the time model: bandwidth, rate, cost per kernel.
 
-Two measurements, in the run that uses them, on the device that runs:
+Three measurements, in the run that uses them, on the device that runs:
 
 - bandwidth: a large device-to-device copy, bytes read plus bytes written over the time;
 - FLOP rate: a large batched matrix product (``torch.bmm``) in the report's dtype,
-  ``2 * b * m * k * n`` FLOPs (opt_einsum's convention) over the time.
+  ``2 * b * m * k * n`` FLOPs (opt_einsum's convention) over the time;
+- cost per kernel: a block of :data:`LAUNCH_CALLS` one-element additions (each allocates
+  its output, as a step does), fenced at its
+  ends only, over the calls (the host's dispatch of an eager call, which on a GPU also
+  paces the launches); the median of :data:`LAUNCH_BLOCKS` blocks.
 
 The best of a few timed calls after a warm-up counts (the rate the device can reach).
 Sizes follow the device: on CUDA a 256 MiB copy and a 4 x 4096^3 product (shrunk when
@@ -25,7 +29,13 @@ from typing import Any
 
 from ..roofline.profiles import DeviceProfile
 
-__all__ = ["Calibration", "calibrate", "clear_cache"]
+__all__ = ["LAUNCH_BLOCKS", "LAUNCH_CALLS", "Calibration", "calibrate", "clear_cache"]
+
+LAUNCH_CALLS = 200
+"""Tiny kernels per block of the cost-per-kernel measurement."""
+
+LAUNCH_BLOCKS = 7
+"""Blocks of that measurement (the median counts: dispatch is what a call pays)."""
 
 _CACHE: dict[tuple[str, str], Calibration] = {}
 
@@ -43,6 +53,7 @@ class Calibration:
         bmm_shape: ``(batch, m, k, n)`` of the product.
         tf32: Whether torch allowed TF32 for float32 products (CUDA) at the time.
         seconds: Wall seconds the calibration took.
+        launch_s: Seconds per tiny kernel (dispatch and launch).
     """
 
     device: str
@@ -53,6 +64,7 @@ class Calibration:
     bmm_shape: tuple[int, int, int, int]
     tf32: bool
     seconds: float
+    launch_s: float = 0.0
 
     def profile(self) -> DeviceProfile:
         """The roofline profile these figures make (source ``"calibrated"``)."""
@@ -62,7 +74,9 @@ class Calibration:
             flops_per_s={self.dtype: self.flops_per_s},
             description=(f"calibrated on {self.device}: copy of {self.copy_bytes} B, bmm "
                          f"{'x'.join(map(str, self.bmm_shape))} in {self.dtype}"
-                         + (" with TF32" if self.tf32 else "")),
+                         + (" with TF32" if self.tf32 else "")
+                         + f", {self.launch_s * 1e6:.3g} us per kernel"),
+            launch_s=self.launch_s,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,6 +90,7 @@ class Calibration:
             "bmm_shape": list(self.bmm_shape),
             "tf32": self.tf32,
             "seconds": self.seconds,
+            "launch_s": self.launch_s,
         }
 
 
@@ -94,6 +109,21 @@ def _best(call: Callable[[], Any], fence: Callable[[], None], repeats: int) -> f
         fence()
         best = min(best, time.perf_counter() - start)
     return max(best, 1e-9)
+
+
+def _per_kernel(call: Callable[[], Any], fence: Callable[[], None]) -> float:
+    """Median seconds per call over blocks of :data:`LAUNCH_CALLS` calls."""
+    for _ in range(LAUNCH_CALLS // 4):
+        call()
+    fence()
+    blocks = []
+    for _ in range(LAUNCH_BLOCKS):
+        start = time.perf_counter()
+        for _ in range(LAUNCH_CALLS):
+            call()
+        fence()
+        blocks.append((time.perf_counter() - start) / LAUNCH_CALLS)
+    return max(sorted(blocks)[len(blocks) // 2], 1e-9)
 
 
 def calibrate(device: str, dtype: str) -> Calibration:
@@ -138,12 +168,15 @@ def calibrate(device: str, dtype: str) -> Calibration:
     bmm_s = _best(functools.partial(torch.bmm, operands[0], operands[1], out=operands[2]),
                   fence, repeats)
     del operands
+    tiny = [torch.ones(1, dtype=torch_dtype, device=device) for _ in range(2)]
+    launch_s = _per_kernel(functools.partial(torch.add, tiny[0], tiny[1]), fence)
+    del tiny
     found = Calibration(
         device=device, dtype=dtype,
         bandwidth_bytes_per_s=2 * elements * itemsize / copy_s,
         flops_per_s=2 * batch * side**3 / bmm_s,
         copy_bytes=elements * itemsize, bmm_shape=(batch, side, side, side), tf32=tf32,
-        seconds=time.perf_counter() - start,
+        seconds=time.perf_counter() - start, launch_s=launch_s,
     )
     _CACHE[key] = found
     return found

@@ -23,14 +23,15 @@ def runs_table(report: Report) -> Table | None:
               f"{max(scales):.3g} per operand, so that sums stay finite" if scales else "")
     table = Table(
         title="Runs (median per call; * fastest forward+backward, + leanest measured peak)",
-        caption="peak: measured, inputs included; retained: measured, kept for backward; "
+        caption="model: the time model's forward + backward on the device's calibration; "
+        "peak: measured, inputs included; retained: measured, kept for backward; "
         "predicted: the model's peak, inputs included; vs torch: time, then peak, over "
         "torch-autograd's on the same device; the JSON report has the spreads. Memory "
         "measured by: " + ("; ".join(bases) or "-") + scaled,
         box=box.SIMPLE_HEAD,
         padding=(0, 1, 0, 0),
     )
-    for header in ("strategy", "device", "fwd", "bwd", "peak", "predicted", "retained",
+    for header in ("strategy", "device", "fwd", "bwd", "model", "peak", "predicted", "retained",
                    "grad err", "vs torch"):
         table.add_column(header, justify="left" if header in ("strategy", "device") else "right",
                          no_wrap=True)
@@ -48,7 +49,7 @@ def runs_table(report: Report) -> Table | None:
     for run in report.runs:
         name = run.strategy + ("" if run.backend == "torch" else f" ({run.backend})")
         if run.skipped is not None or run.forward is None:
-            table.add_row(name, run.device, "skipped", "-", "-",
+            table.add_row(name, run.device, "skipped", "-", "-", "-",
                           format_bytes(run.peak_bytes_predicted)
                           if run.peak_bytes_predicted is not None else "-")
             continue
@@ -69,6 +70,7 @@ def runs_table(report: Report) -> Table | None:
             format_seconds(run.forward.median_s),
             (format_seconds(run.backward.median_s) if run.backward else "-")
             + (" *" if time_s == fastest[run.device] else ""),
+            format_seconds(run.predicted.total_s) if run.predicted is not None else "-",
             peak,
             format_bytes(run.peak_bytes_predicted) if run.peak_bytes_predicted is not None
             else "-",

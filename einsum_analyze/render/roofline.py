@@ -23,7 +23,7 @@ __all__ = ["TOP_STEPS", "percent", "profile_line", "render_roofline", "render_st
 TOP_STEPS = 10
 """Rows of the costliest-steps table (the JSON report carries every step)."""
 
-STEP_FIGURES_WIDTH = 40
+STEP_FIGURES_WIDTH = 48
 """Columns the time, share, bound and efficiency take; the step's text wraps in the rest."""
 
 
@@ -35,10 +35,11 @@ def _rate(value: float) -> str:
 
 
 def profile_line(profile: DeviceProfile, dtype: str) -> str:
-    """``NOMINAL h200: 4.8 TB/s, 67 TFLOP/s float32`` (or CALIBRATED, FILE)."""
+    """``NOMINAL h200: 4.8 TB/s, 67 TFLOP/s float32, 5 us/kernel`` (or CALIBRATED, FILE)."""
     return (f"{profile.source.upper()} {profile.name}: "
             f"{_rate(profile.bandwidth_bytes_per_s)}B/s, "
-            f"{_rate(profile.rate(dtype))}FLOP/s {dtype}")
+            f"{_rate(profile.rate(dtype))}FLOP/s {dtype}"
+            + (f", {format_seconds(profile.launch_s)}/kernel" if profile.launch_s > 0 else ""))
 
 
 def _roofline_table(report: Report) -> Table | None:
@@ -49,14 +50,16 @@ def _roofline_table(report: Report) -> Table | None:
         # A profile file's name is the user's text, not markup ("[/x]" would raise).
         title=f"Roofline ({escape(profile_line(roofline.profile, roofline.dtype))})",
         caption="bound: sum over the steps of max(FLOPs / rate, bytes / bandwidth); "
+        "predicted: the bound, the copies at the bandwidth and the profile's cost per "
+        "kernel; "
         "FLOPs: what the lowered kernels do, then opt_einsum's convention; moved: inputs "
         "read once and outputs written once; copies: extra bytes of layout copies, not in "
         "the bound",
         box=box.SIMPLE_HEAD,
         padding=(0, 1, 0, 0),
     )
-    for header in ("strategy", "bound", "fwd", "bwd", "FLOPs", "convention", "moved",
-                   "copies"):
+    for header in ("strategy", "bound", "fwd", "bwd", "predicted", "FLOPs", "convention",
+                   "moved", "copies"):
         table.add_column(header, justify="left" if header == "strategy" else "right",
                          no_wrap=True)
     for row in roofline.strategies:
@@ -65,6 +68,7 @@ def _roofline_table(report: Report) -> Table | None:
             format_seconds(row.bound_s()),
             format_seconds(row.bound_s("forward")),
             format_seconds(row.bound_s("backward")),
+            format_seconds(row.predicted.total_s),
             format_count(sum(s.flops for s in row.steps)),
             format_count(sum(s.flops_convention for s in row.steps)),
             format_bytes(sum(s.bytes for s in row.steps)),
@@ -95,11 +99,12 @@ def steps_table(report: Report, run: Run, width: int) -> Table:
         # table splits its figures from their units ("140 / ms").
         min_width=min(len(title), width),
         caption="time: median per call; share: of forward + backward; bound: the roofline "
-        "on the device's calibration; efficiency: bound / time",
+        "on the device's calibration; model: the time model there; efficiency: bound / "
+        "time",
         box=box.SIMPLE_HEAD,
         padding=(0, 1, 0, 0),
     )
-    for header in ("step", "time", "share", "bound", "eff"):
+    for header in ("step", "time", "share", "bound", "model", "eff"):
         table.add_column(header, justify="left" if header == "step" else "right",
                          no_wrap=True)
     for step in costliest:
@@ -111,6 +116,7 @@ def steps_table(report: Report, run: Run, width: int) -> Table:
             format_seconds(step.time_s),
             percent(step.time_s / total) if total > 0 else "-",
             format_seconds(step.bound_s) if step.bound_s is not None else "-",
+            format_seconds(step.predicted_s) if step.predicted_s is not None else "-",
             percent(step.bound_s / step.time_s)
             if step.bound_s is not None and step.time_s > 0 else "-",
         )

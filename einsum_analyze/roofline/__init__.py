@@ -2,6 +2,7 @@
 
 :mod:`.profiles` holds device profiles (nominal, from a file, or calibrated on the
 device), :mod:`.steps` each step's FLOPs and bytes as the lowered kernels run it,
+:mod:`.time_model` the predicted seconds of a schedule (bounds plus a cost per kernel),
 :mod:`.model` the report's section; its terminal tables are in
 :mod:`einsum_analyze.render.roofline`, and the calibration of the devices that ran in
 :mod:`einsum_analyze.runs.roofline`. Analysis only: nothing here imports torch or
@@ -13,10 +14,12 @@ from __future__ import annotations
 from .model import Roofline, StrategyRoofline, build_roofline, with_roofline
 from .profiles import NOMINAL, DeviceProfile, load_profile, profile_from_dict, profile_names
 from .steps import StepCost, StepTime, step_cost, step_costs
+from .time_model import PredictedTime, predict_steps, predict_time
 
 __all__ = [
     "NOMINAL",
     "DeviceProfile",
+    "PredictedTime",
     "Roofline",
     "StepCost",
     "StepTime",
@@ -25,6 +28,8 @@ __all__ = [
     "load_profile",
     "profile_from_dict",
     "profile_names",
+    "predict_steps",
+    "predict_time",
     "step_cost",
     "step_costs",
     "with_roofline",

@@ -2,7 +2,8 @@
 
 For each step (:mod:`.steps`) the lower-bound time is ``max(flops / rate, bytes /
 bandwidth)``; a strategy's bound is the sum over its steps, forward and backward. The
-layout copies' bytes are reported beside, never in the bound.
+layout copies' bytes are reported beside, never in the bound. The time model's prediction
+(:mod:`.time_model`: the bound, the copies and a cost per kernel) is given beside it.
 
 Analysis only: no torch, no allocation.
 """
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 
 from .profiles import DeviceProfile
 from .steps import StepCost, step_costs
+from .time_model import PredictedTime, predict_steps
 
 R = TypeVar("R")
 
@@ -30,12 +32,16 @@ class StrategyRoofline:
         steps: Every computing step, in schedule order.
         flops_per_s: The profile's rate for the report's dtype.
         bandwidth_bytes_per_s: The profile's bandwidth.
+        launch_s: The profile's seconds per kernel.
+        predicted: The time model's forward and backward seconds.
     """
 
     strategy: str
     steps: tuple[StepCost, ...]
     flops_per_s: float
     bandwidth_bytes_per_s: float
+    launch_s: float
+    predicted: PredictedTime
 
     def bound_s(self, phase: str | None = None) -> float:
         """The sum of the steps' bounds (of one phase, when given)."""
@@ -47,6 +53,14 @@ class StrategyRoofline:
         for step in self.steps:
             if step.event == event:
                 return step.bound_s(self.flops_per_s, self.bandwidth_bytes_per_s)
+        return None
+
+    def step_predicted_s(self, event: int) -> float | None:
+        """The predicted time of the step made by event ``event``; None for another."""
+        for step in self.steps:
+            if step.event == event:
+                return step.predicted_s(self.flops_per_s, self.bandwidth_bytes_per_s,
+                                        self.launch_s)
         return None
 
     def to_dict(self) -> dict[str, Any]:
@@ -61,7 +75,8 @@ class StrategyRoofline:
             "flops_convention": sum(s.flops_convention for s in self.steps),
             "bytes": sum(s.bytes for s in self.steps),
             "copy_bytes": sum(s.copy_bytes for s in self.steps),
-            "steps": [step.to_dict(rate, bandwidth) for step in self.steps],
+            "predicted": self.predicted.to_dict(),
+            "steps": [step.to_dict(rate, bandwidth, self.launch_s) for step in self.steps],
         }
 
 
@@ -103,13 +118,16 @@ def build_roofline(report: Any, profile: DeviceProfile,
     """
     rate = profile.rate(report.dtype)
     sizes = report.equation.size_dict
-    rows = tuple(
-        StrategyRoofline(strategy=s.name,
-                         steps=step_costs(s.events, s.sizes(sizes), report.itemsize),
-                         flops_per_s=rate, bandwidth_bytes_per_s=profile.bandwidth_bytes_per_s)
-        for s in report.strategies if names is None or s.name in names
-    )
-    return Roofline(profile=profile, dtype=report.dtype, strategies=rows)
+    rows = []
+    for s in report.strategies:
+        if names is not None and s.name not in names:
+            continue
+        steps = step_costs(s.events, s.sizes(sizes), report.itemsize)
+        rows.append(StrategyRoofline(
+            strategy=s.name, steps=steps, flops_per_s=rate,
+            bandwidth_bytes_per_s=profile.bandwidth_bytes_per_s, launch_s=profile.launch_s,
+            predicted=predict_steps(steps, profile, report.dtype)))
+    return Roofline(profile=profile, dtype=report.dtype, strategies=tuple(rows))
 
 
 def with_roofline(report: R, profile: DeviceProfile) -> R:

@@ -40,6 +40,9 @@ class DeviceProfile:
         flops_per_s: FLOP rate by dtype (the matrix-multiply rate, FLOPs counted as
             opt_einsum counts them: a multiply-add is two).
         description: Where the figures come from.
+        launch_s: Seconds each kernel costs besides its work: the host's dispatch of
+            one eager torch call, and on a GPU its launch (the time model's per-kernel
+            term, :mod:`.time_model`; the bounds leave it out).
     """
 
     name: str
@@ -47,6 +50,7 @@ class DeviceProfile:
     bandwidth_bytes_per_s: float
     flops_per_s: Mapping[str, float] = field(default_factory=dict)
     description: str = ""
+    launch_s: float = 0.0
 
     def rate(self, dtype: str) -> float:
         """The FLOP rate for ``dtype``.
@@ -73,37 +77,46 @@ class DeviceProfile:
             "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
             "flops_per_s": rates,
             "description": self.description,
+            "launch_s": self.launch_s,
         }
 
 
 def _nominal(name: str, bandwidth: float, fp64: float, fp32: float, half: float,
-             description: str) -> DeviceProfile:
+             description: str, launch_s: float) -> DeviceProfile:
     # Complex products: four real multiply-adds per complex one, at the real rate.
     return DeviceProfile(
         name=name, source="nominal", bandwidth_bytes_per_s=bandwidth,
         flops_per_s={"float64": fp64, "float32": fp32, "float16": half, "bfloat16": half,
                      "complex64": fp32 / 4, "complex128": fp64 / 4},
-        description=description,
+        description=description, launch_s=launch_s,
     )
+
+
+GPU_LAUNCH_S = 5e-6
+"""Nominal seconds per kernel on a GPU: an eager torch call's host dispatch, which hides
+the launch itself (a few microseconds; calibrate for the device's own figure)."""
+
+CPU_DISPATCH_S = 4e-6
+"""Nominal seconds per kernel on a CPU: an eager torch call's dispatch."""
 
 
 NOMINAL: Mapping[str, DeviceProfile] = {
     "h200": _nominal("h200", 4.8e12, 67e12, 67e12, 989e12,
                      "NOMINAL: NVIDIA H200 SXM datasheet (HBM3e 4.8 TB/s; FP64 tensor core "
                      "67 TFLOPS; FP32 67 TFLOPS, no TF32; FP16/BF16 tensor core 989 TFLOPS "
-                     "dense)"),
+                     "dense)", GPU_LAUNCH_S),
     "h100": _nominal("h100", 3.35e12, 67e12, 67e12, 989e12,
                      "NOMINAL: NVIDIA H100 SXM datasheet (HBM3 3.35 TB/s; FP64 tensor core "
                      "67 TFLOPS; FP32 67 TFLOPS, no TF32; FP16/BF16 tensor core 989 TFLOPS "
-                     "dense)"),
+                     "dense)", GPU_LAUNCH_S),
     "a100": _nominal("a100", 2.039e12, 19.5e12, 19.5e12, 312e12,
                      "NOMINAL: NVIDIA A100 80GB SXM datasheet (HBM2e 2,039 GB/s; FP64 tensor "
                      "core 19.5 TFLOPS; FP32 19.5 TFLOPS, no TF32; FP16/BF16 tensor core "
-                     "312 TFLOPS dense)"),
+                     "312 TFLOPS dense)", GPU_LAUNCH_S),
     "cpu": _nominal("cpu", 50e9, 100e9, 200e9, 50e9,
                     "NOMINAL: a generic server CPU core group (50 GB/s; 200 GFLOP/s float32, "
                     "100 GFLOP/s float64; half precision emulated at 50 GFLOP/s); an order "
-                    "of magnitude only: calibrate by running on it"),
+                    "of magnitude only: calibrate by running on it", CPU_DISPATCH_S),
 }
 """The built-in table (``--roofline h200|h100|a100|cpu``); docs/roofline.md cites it."""
 
@@ -129,8 +142,8 @@ MAX_NAME = 64
 def profile_from_dict(data: Any, origin: str) -> DeviceProfile:
     """A profile from JSON data: ``bandwidth_bytes_per_s`` and ``flops_per_s``.
 
-    ``flops_per_s`` is one number (every dtype) or an object by dtype; ``name`` and
-    ``description`` are optional.
+    ``flops_per_s`` is one number (every dtype) or an object by dtype; ``name``,
+    ``description`` and ``launch_s`` (seconds per kernel, 0 when absent) are optional.
 
     Raises:
         PlanningError: A field is missing or not a positive number, or a dtype unknown.
@@ -160,6 +173,14 @@ def profile_from_dict(data: Any, origin: str) -> DeviceProfile:
     else:
         rate = _positive(raw, "flops_per_s", origin)
         rates = dict.fromkeys(DTYPE_ITEMSIZE, rate)
+    launch_s = 0.0
+    if "launch_s" in data:
+        launch = data["launch_s"]
+        if isinstance(launch, bool) or not isinstance(launch, int | float) \
+                or not math.isfinite(launch) or launch < 0:
+            raise PlanningError(f"--roofline {origin}: launch_s must be a number of seconds "
+                                f"at least 0, not {launch!r:.40}")
+        launch_s = float(launch)
     name = data.get("name", origin)
     description = data.get("description", "")
     if not isinstance(name, str) or not isinstance(description, str):
@@ -168,7 +189,7 @@ def profile_from_dict(data: Any, origin: str) -> DeviceProfile:
         raise PlanningError(f"--roofline {origin}: name must be 1 to {MAX_NAME} printable "
                             f"characters, not {name!r:.40}")
     return DeviceProfile(name=name, source="file", bandwidth_bytes_per_s=bandwidth,
-                         flops_per_s=rates, description=description)
+                         flops_per_s=rates, description=description, launch_s=launch_s)
 
 
 def load_profile(text: str) -> DeviceProfile:

@@ -14,6 +14,10 @@ broadcast into a new tensor (``unreduce``). Seeds, views and frees move nothing.
   kernel reads: a diagonal's, not its storage's) and its output written once.
 - ``copy_bytes``: the layout copies the lowering makes (read and write), counted apart:
   they lower the efficiency, never the bound.
+- ``launches``: the kernels the step runs: the product, each input's sum and layout
+  copy; a ``torch.einsum`` call (a step of torch's own execution, or of three or more
+  operands) counts :data:`EINSUM_LAUNCHES`. The time model (:mod:`.time_model`) charges
+  each its profile's ``launch_s``.
 
 Analysis only: no torch, no allocation.
 """
@@ -27,7 +31,11 @@ from typing import Any
 
 from ..model.schedule import STEP_OPERATIONS, Event, InputPrep, Kernel
 
-__all__ = ["StepCost", "StepTime", "step_cost", "step_costs"]
+__all__ = ["EINSUM_LAUNCHES", "StepCost", "StepTime", "step_cost", "step_costs"]
+
+EINSUM_LAUNCHES = 3
+"""Kernels one ``torch.einsum`` call of a pairwise step costs in dispatch: its permutes
+and reshapes around the product, and the product itself."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +55,7 @@ class StepCost:
         bytes: Inputs read once and the output written once.
         copy_bytes: Extra bytes of the layout copies (read and written).
         recompute: A forward contraction run again during backward.
+        launches: Kernels the step runs (each costs the profile's ``launch_s``).
     """
 
     event: int
@@ -59,6 +68,7 @@ class StepCost:
     bytes: int
     copy_bytes: int
     recompute: bool = False
+    launches: int = 1
 
     @property
     def intensity(self) -> float:
@@ -69,7 +79,14 @@ class StepCost:
         """The lower-bound time: ``max(flops / rate, bytes / bandwidth)``."""
         return max(self.flops / flops_per_s, self.bytes / bandwidth_bytes_per_s)
 
-    def to_dict(self, flops_per_s: float, bandwidth_bytes_per_s: float) -> dict[str, Any]:
+    def predicted_s(self, flops_per_s: float, bandwidth_bytes_per_s: float,
+                    launch_s: float) -> float:
+        """The time model's seconds: bound, copies at the bandwidth, ``launch_s`` a kernel."""
+        return (self.bound_s(flops_per_s, bandwidth_bytes_per_s)
+                + self.copy_bytes / bandwidth_bytes_per_s + self.launches * launch_s)
+
+    def to_dict(self, flops_per_s: float, bandwidth_bytes_per_s: float,
+                launch_s: float = 0.0) -> dict[str, Any]:
         """One entry of a strategy's roofline ``steps`` in the JSON report."""
         compute = self.flops / flops_per_s
         memory = self.bytes / bandwidth_bytes_per_s
@@ -87,6 +104,8 @@ class StepCost:
             "intensity": self.intensity,
             "bound_s": max(compute, memory),
             "limit": "compute" if compute >= memory else "memory",
+            "launches": self.launches,
+            "predicted_s": self.predicted_s(flops_per_s, bandwidth_bytes_per_s, launch_s),
         }
 
 
@@ -100,6 +119,7 @@ class StepTime:
         tensor: The tensor the step makes.
         time_s: Median seconds of the step.
         bound_s: The roofline's lower bound with the run's device profile (None: none).
+        predicted_s: The time model's seconds on that profile (None: none).
     """
 
     event: int
@@ -107,6 +127,7 @@ class StepTime:
     tensor: str
     time_s: float
     bound_s: float | None = None
+    predicted_s: float | None = None
 
     def to_dict(self, total_s: float) -> dict[str, Any]:
         """One entry of a run's ``steps`` in the JSON report."""
@@ -117,6 +138,7 @@ class StepTime:
             "time_s": self.time_s,
             "share": self.time_s / total_s if total_s > 0 else 0.0,
             "bound_s": self.bound_s,
+            "predicted_s": self.predicted_s,
             "efficiency": (self.bound_s / self.time_s
                            if self.bound_s is not None and self.time_s > 0 else None),
         }
@@ -161,6 +183,7 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
     terms = lhs.split(",") if lhs else []
     kernel = event.kernel
     copy_bytes = 0
+    launches = 1
     if event.op in ("zeros", "slice_copy", "accumulate"):
         # Slicing's own traffic: a zero-filled buffer, a part made contiguous, a part
         # added into its accumulator. None of it is the contraction's: all copy bytes.
@@ -180,17 +203,20 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
         flops = event.flops
         read = sum(_product(term, sizes) for term in terms)
         written = _product(out_term, sizes)
+        launches = EINSUM_LAUNCHES * max(1, len(terms) - 1)
     else:
         name = kernel.kind
         flops = _kernel_flops(kernel, sizes)
         read = sum(_product(_read_labels(p), sizes) for p in kernel.inputs)
         written = _product(kernel.out_order, sizes)
         copy_bytes = sum(2 * _product(p.copy, sizes) for p in kernel.inputs if p.copy)
+        launches = (kernel.kind != "copy") + sum(bool(p.reduce) + bool(p.copy)
+                                                 for p in kernel.inputs)
     return StepCost(
         event=position, phase=event.phase, tensor=event.tensor, equation=event.equation,
         kernel=name, flops=flops, flops_convention=event.flops,
         bytes=(read + written) * itemsize, copy_bytes=copy_bytes * itemsize,
-        recompute=event.recompute,
+        recompute=event.recompute, launches=max(1, launches),
     )
 
 

@@ -3,8 +3,10 @@
 After the runs, every device that ran something is calibrated
 (:mod:`einsum_analyze.backends.calibration`, cached per process) in the report's dtype.
 The calibrations go into the report's ``environment.calibration``; the report's roofline,
-unless one was given (``--roofline``), uses the first device's calibrated profile; and
-each step a run timed (``--profile-steps``) gets its bound on its own device's profile.
+unless one was given (``--roofline``), uses the first device's calibrated profile; each
+run of a modelled strategy (the torch-autograd baseline's model included) gets the time
+model's prediction on its own device's profile, beside its measured time; and each step a
+run timed (``--profile-steps``) gets its bound and predicted time there.
 """
 
 from __future__ import annotations
@@ -15,20 +17,26 @@ from dataclasses import replace
 from ..backends.base import Run
 from ..report.report import Report
 from ..roofline import DeviceProfile, build_roofline
+from ..strategies import build_strategy
 
 __all__ = ["attach_calibration"]
 
 
 def _bounded(run: Run, report: Report, profile: DeviceProfile) -> Run:
-    """The run with every timed step's bound on ``profile``."""
-    if not run.steps:
-        return run
+    """The run with its predicted time, and every timed step's bound, on ``profile``."""
     roofline = build_roofline(report, profile, names=(run.strategy,)).strategy(run.strategy)
+    if roofline is None and run.strategy == "torch-autograd" and run.skipped is None:
+        # The baseline runs whether or not its model was asked for: model it here.
+        model = build_strategy("torch-autograd", report.plan, report.grad_operands,
+                               itemsize=report.itemsize)
+        with_model = replace(report, strategies=(model,))
+        roofline = build_roofline(with_model, profile).strategy(run.strategy)
     if roofline is None:
         return run
-    steps = tuple(replace(step, bound_s=roofline.step_bound_s(step.event))
+    steps = tuple(replace(step, bound_s=roofline.step_bound_s(step.event),
+                          predicted_s=roofline.step_predicted_s(step.event))
                   for step in run.steps)
-    return replace(run, steps=steps)
+    return replace(run, steps=steps, predicted=roofline.predicted)
 
 
 def attach_calibration(report: Report, runs: Sequence[Run], ran: Report) -> Report:

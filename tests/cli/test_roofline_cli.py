@@ -74,7 +74,7 @@ def test_roofline_from_a_file(tmp_path):
                              "--json", "-").stdout)
     assert data["roofline"]["profile"] == {
         "name": "mydev", "source": "file", "bandwidth_bytes_per_s": 1e11,
-        "flops_per_s": {"float32": 1e12}, "description": ""}
+        "flops_per_s": {"float32": 1e12}, "description": "", "launch_s": 0.0}
 
 
 @pytest.mark.parametrize("columns", [60, 120])
@@ -102,7 +102,16 @@ def test_profile_steps_on_cpu(tmp_path, columns):
         assert all(s["time_s"] > 0 and s["bound_s"] > 0 for s in run["steps"])
         assert all(s["efficiency"] == pytest.approx(s["bound_s"] / s["time_s"])
                    for s in run["steps"])
+        # The time model beside every measured time: the run's and each step's.
+        assert run["predicted"] == roofline["predicted"]
+        assert [s["predicted_s"] for s in run["steps"]] == \
+            [s["predicted_s"] for s in roofline["steps"]]
+        assert all(s["predicted_s"] > s["bound_s"] for s in run["steps"])
     assert all("steps" not in run for run in data["runs"] if run["baseline"])
+    torch_run = next(run for run in data["runs"] if run["strategy"] == "torch-autograd")
+    assert torch_run["predicted"]["source"] == "calibrated"
+    assert all(run["predicted"] is None for run in data["runs"]
+               if run["strategy"] == "opt_einsum-torch")
 
 
 def test_runs_without_profile_steps_time_no_step():

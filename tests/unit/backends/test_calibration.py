@@ -26,3 +26,13 @@ def test_cpu_calibration_is_finite_plausible_and_cached(dtype):
     assert profile.source == "calibrated" and profile.rate(dtype) == found.flops_per_s
     entry = found.to_dict()
     assert entry["device"] == "cpu" and entry["dtype"] == dtype and entry["tf32"] is False
+
+
+def test_cpu_calibration_measures_a_cost_per_kernel():
+    from einsum_analyze.backends.calibration import calibrate
+
+    found = calibrate("cpu", "float32")
+    # A one-element addition takes above 100 ns and below 1 ms of dispatch on any host.
+    assert 1e-7 < found.launch_s < 1e-3
+    assert found.profile().launch_s == found.launch_s
+    assert found.to_dict()["launch_s"] == found.launch_s

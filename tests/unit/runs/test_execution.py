@@ -338,6 +338,7 @@ def test_run_to_dict():
         "skipped": "predicted peak 10 B exceeds --max-memory 1 B",
         "memory_measurement": "",
         "note": None,
+        "predicted": None,
     }
 
 

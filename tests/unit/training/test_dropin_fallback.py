@@ -1,0 +1,191 @@
+"""torch.einsum's own execution as a candidate of the drop-in's ``auto``.
+
+Where no plan of ours is predicted to beat torch.einsum without a higher peak, eager
+calls run torch.einsum itself; ``cache_info()`` says which ran and why. Values and
+gradients are checked against torch.autograd of torch.einsum in float64.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from corpus import small_cases
+
+import einsum_analyze.torch as dropin
+from einsum_analyze import analyze
+from einsum_analyze.torch import einsum, patch
+from einsum_analyze.training.choice import FLOP_MARGIN, NO_BUDGET, choose_dropin
+from einsum_analyze.training.plans import PlanChoice
+
+TN = ("ni,nj,nk,nl,aix,xjy,yku,ulv->nav",
+      ((8, 4), (8, 4), (8, 4), (8, 4), (3, 4, 5), (5, 4, 5), (5, 4, 5), (5, 4, 6)))
+"""A network whose path of ours does half torch.einsum's FLOPs (see the test below)."""
+
+
+def _leaves(shapes: tuple[tuple[int, ...], ...], dtype: torch.dtype = torch.float64
+            ) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return [torch.randn(s, generator=generator, dtype=dtype).requires_grad_()
+            for s in shapes]
+
+
+def _check_against_oracle(equation: str, leaves: list[torch.Tensor],
+                          **options: object) -> None:
+    y = einsum(equation, *leaves, **options)  # type: ignore[arg-type]
+    upstream = torch.randn(y.shape, generator=torch.Generator().manual_seed(1),
+                           dtype=torch.float64)
+    grads = torch.autograd.grad(y, leaves, upstream.to(y.dtype))
+    exact = [t.detach().double().requires_grad_() for t in leaves]
+    want = torch.einsum(equation, *exact)
+    torch.testing.assert_close(y.double(), want)
+    for got, wanted in zip(grads, torch.autograd.grad(want, exact, upstream), strict=True):
+        torch.testing.assert_close(got.double(), wanted)
+
+
+def _last_choice() -> PlanChoice:
+    return dropin.cache_info().choices[-1]
+
+
+def test_a_pair_einsum_runs_torch_einsum_itself_and_says_why() -> None:
+    dropin.clear_cache()
+    leaves = _leaves(((16, 2, 4, 16), (32, 2, 4, 16)))
+    _check_against_oracle("ibnd,jbnd->bnij", leaves)
+    choice = _last_choice()
+    assert (choice.equation, choice.runs, choice.grad) == ("ibnd,jbnd->bnij",
+                                                           "torch.einsum", (0, 1))
+    assert choice.reason.startswith("torch.einsum: ")
+    # torch.einsum's own node, not ours
+    y = einsum("ibnd,jbnd->bnij", *leaves)
+    assert type(y.grad_fn).__name__ != "EagerContractBackward"
+    assert dropin.cache_info().hits == 1
+
+
+def test_a_plan_predicted_faster_runs_and_says_why() -> None:
+    dropin.clear_cache()
+    equation, shapes = TN
+    choice = choose_dropin(equation, shapes, "float64", range(8), "auto", "auto", NO_BUDGET)
+    (torch_model,) = analyze(equation, shapes, dtype="float64",
+                             strategies=["torch-autograd"]).strategies
+    ours = choice.result.forward_flops + choice.result.backward_flops
+    assert ours <= FLOP_MARGIN * (torch_model.forward_flops + torch_model.backward_flops)
+    assert choice.result.memory.peak_bytes <= torch_model.memory.peak_bytes
+    _check_against_oracle(equation, _leaves(shapes))
+    assert _last_choice().runs == choice.result.name != "torch.einsum"
+    assert "predicted faster" in _last_choice().reason
+
+
+def test_a_named_strategy_always_runs_as_asked() -> None:
+    dropin.clear_cache()
+    _check_against_oracle("ij,jk->ik", _leaves(((3, 4), (4, 5))), strategy="reverse")
+    assert _last_choice().runs == "reverse"
+    assert _last_choice().reason == "strategy 'reverse' asked for"
+
+
+def test_a_budget_under_torch_einsums_peak_runs_a_plan_that_fits() -> None:
+    dropin.clear_cache()
+    equation, shapes = "ir,jr,kr->ijk", ((12, 16), (12, 16), (12, 16))
+    (torch_model,) = analyze(equation, shapes, dtype="float64",
+                             strategies=["torch-autograd"]).strategies
+    unbounded = choose_dropin(equation, shapes, "float64", (0, 1, 2), "auto", "auto",
+                              NO_BUDGET)
+    budget = torch_model.memory.peak_bytes - 1
+    bounded = choose_dropin(equation, shapes, "float64", (0, 1, 2), "auto", "auto",
+                            budget)
+    assert unbounded.runs_torch
+    assert not bounded.runs_torch
+    assert bounded.result.memory.peak_bytes <= budget
+    assert "over the budget" in bounded.reason
+    _check_against_oracle(equation, _leaves(shapes), budget=budget)
+    assert _last_choice().runs == bounded.result.name
+
+
+def test_under_patch_the_fallback_calls_torch_einsum_not_itself() -> None:
+    dropin.clear_cache()
+    a, b = _leaves(((3, 4), (4, 5)))
+    with patch():
+        y = torch.einsum("ij,jk->ik", a, b)
+    torch.testing.assert_close(y, a @ b)
+    assert _last_choice().runs == "torch.einsum"
+
+
+def test_the_fallback_copies_no_operand_and_keeps_torch_einsums_layout() -> None:
+    dropin.clear_cache()
+    a = torch.randn(3, 5, dtype=torch.float64).t().requires_grad_()  # not contiguous
+    b = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    got, want = einsum("ij,kj->ik", b.t(), a), torch.einsum("ij,kj->ik", b.t(), a)
+    assert _last_choice().runs == "torch.einsum"
+    assert (got.shape, got.stride()) == (want.shape, want.stride())
+    torch.testing.assert_close(got, want)
+
+
+def test_every_miss_logs_its_choice(caplog: pytest.LogCaptureFixture) -> None:
+    dropin.clear_cache()
+    with caplog.at_level(logging.DEBUG, logger="einsum_analyze.torch"):
+        einsum("ij,jk->ik", *_leaves(((3, 4), (4, 5))))
+        einsum("ij,jk->ik", *_leaves(((3, 4), (4, 5))))  # a hit: nothing more
+    (record,) = caplog.records
+    assert "ij,jk->ik" in record.getMessage()
+    assert "torch.einsum: no plan" in record.getMessage()
+
+
+def test_auto_never_runs_a_plan_above_torch_einsums_peak_or_work() -> None:
+    ran = {True: 0, False: 0}
+    for case in [c for c in small_cases(20_000) if c.category != "bench"]:
+        grad = tuple(range(len(case.shapes)))
+        choice = choose_dropin(case.equation, case.shapes, "float64", grad, "auto", "auto",
+                               NO_BUDGET)
+        ran[choice.runs_torch] += 1
+        (torch_model,) = analyze(case.equation, case.shapes, dtype="float64", grad=list(grad),
+                                 strategies=["torch-autograd"]).strategies
+        ours = choice.result.forward_flops + choice.result.backward_flops
+        torch_flops = torch_model.forward_flops + torch_model.backward_flops
+        beats = (choice.result.memory.peak_bytes <= torch_model.memory.peak_bytes
+                 and ours <= FLOP_MARGIN * torch_flops and ours < torch_flops)
+        assert choice.runs_torch == (not beats), (case.name, choice.reason)
+    assert ran[True] and ran[False]  # both kinds of call are in the corpus
+
+
+def test_the_fallback_runs_torch_einsums_own_path_bit_for_bit() -> None:
+    # torch.einsum plans its path with opt_einsum on each call of three operands; the
+    # plan keeps that path, so values and gradients are torch.einsum's to the bit.
+    dropin.clear_cache()
+    leaves = _leaves(((30, 40), (40, 5), (5, 50), (50, 7)), torch.float32)
+    upstream = torch.randn(30, 7)
+    got = einsum("ij,jk,kl,lm->im", *leaves)
+    assert _last_choice().runs == "torch.einsum"
+    want = torch.einsum("ij,jk,kl,lm->im", *leaves)
+    assert torch.equal(got, want)
+    for g, w in zip(torch.autograd.grad(got, leaves, upstream),
+                    torch.autograd.grad(want, leaves, upstream), strict=True):
+        assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize(("equation", "shapes", "runs_torch"), [
+    ("ibnd,jbnd->bnij", ((16, 2, 4, 16), (32, 2, 4, 16)), True),
+    (TN[0], TN[1], False),
+])
+def test_a_traced_call_holds_torch_einsum_where_eager_calls_run_it(
+        equation: str, shapes: tuple[tuple[int, ...], ...], runs_torch: bool) -> None:
+    graphs: list[str] = []
+
+    def recording(gm: torch.fx.GraphModule, example: object) -> object:
+        graphs.append(gm.code)
+        return gm.forward
+
+    torch._dynamo.reset()
+    leaves = _leaves(shapes)
+    compiled = torch.compile(dropin.Einsum(equation), fullgraph=True, dynamic=False,
+                             backend=recording)
+    y = compiled(*leaves)
+    grads = torch.autograd.grad(y, leaves, torch.ones_like(y))
+    exact = [t.detach().requires_grad_() for t in leaves]
+    want = torch.einsum(equation, *exact)
+    torch.testing.assert_close(y, want)
+    for got, wanted in zip(grads, torch.autograd.grad(want, exact, torch.ones_like(want)),
+                           strict=True):
+        torch.testing.assert_close(got, wanted)
+    (graph,) = graphs
+    assert ("einsum_analyze" not in graph) == runs_torch
+    assert ("torch.functional.einsum" in graph or "torch.einsum" in graph) == runs_torch
