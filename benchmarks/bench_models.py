@@ -283,7 +283,7 @@ def main() -> int:
             f"{r['peak_bytes']['patched'] / 2**20:.2f} | {r['peak_ratio']:.3f} | "
             f"{r['largest_relative_gradient_gap']:.1e} | {r['loss']['torch']:.5f} | "
             f"{r['loss']['patched']:.5f} |")
-    ran = ["What the drop-in ran (einsum, then torch.einsum or a strategy: cached calls):"]
+    ran = ["What the drop-in ran (einsum, what it ran, and how many plans of it are cached):"]
     ran += [f"  {r['model']} ({r['device']}): "
             + "; ".join(f"{k} x{v}" for k, v in r["dropin_ran"].items()) for r in results]
     met = [f"{r['model']} ({r['device']})" for r in results
