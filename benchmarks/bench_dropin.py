@@ -1,7 +1,10 @@
-"""The drop-in einsum against torch.einsum, eager and compiled, on benchmarks/cases.json.
+"""The drop-in einsum against torch.einsum, eager and compiled, with the issue's targets.
 
-For each case, forward + backward (``torch.autograd.grad`` with a fixed upstream
-gradient) of:
+Cases: every case of benchmarks/cases.json (``--set cases``) and the model einsums of
+benchmarks/model_einsums.json (``--set models``: attention, relative attention, MoE
+dispatch and combine, CP, TT and Tucker layers, bilinear forms, a transpose and a
+diagonal); ``--set all`` (the default) runs both. For each case, forward + backward
+(``torch.autograd.grad`` with a fixed upstream gradient) of:
 
 - ``torch``: torch.einsum, eager;
 - ``torch-compiled``: a module calling torch.einsum, ``torch.compile(fullgraph=True)``;
@@ -9,17 +12,23 @@ gradient) of:
 - ``ours``: ``einsum_analyze.torch.einsum``, eager, on a cache hit;
 - ``ours-compiled``: a module calling it, ``torch.compile(fullgraph=True)``;
 
-median time and measured peak (CUDA ``max_memory_allocated`` above the operands and
-upstream gradient; cpu: the allocator's events under ``torch.profiler``), side by side,
-with the ratios the issue asks for. Then the per-call overhead of a cache hit (tiny
-operands, cpu, one thread) against the kernels the call launches.
+median time (the runs interleaved, block by block, so that a shared machine's drift
+falls on all of them alike) and measured peak (CUDA ``max_memory_allocated`` above the
+operands and upstream gradient; cpu: the allocator's events under ``torch.profiler``),
+side by side, with what the drop-in ran and why (``cache_info().choices``). The targets:
+ours within 1.03x torch.einsum's time where torch.einsum takes over 50 us and within
++10 us below that, ours' measured peak at most torch.einsum's, and the geometric mean of
+ours/torch at most 0.55 over benchmarks/cases.json. Then the per-call overhead of a cache
+hit (tiny operands, cpu, one thread) against the kernels the call launches.
 
     python benchmarks/bench_dropin.py --device cuda --json dropin.json
-    python benchmarks/bench_dropin.py --device cpu --scale 8 --no-compile
+    python benchmarks/bench_dropin.py --device cuda --dtype bfloat16 --no-compile
+    python benchmarks/bench_dropin.py --device cpu --threads 1 --pairs --no-compile
 
-On cpu the large dimensions are divided by --scale (default 8 on cpu, 1 on cuda). A
-compile that fails is reported as skipped, with its reason; after --max-seconds (240)
-no new compile starts, so that a full run stays within about five minutes.
+On cpu the large dimensions are divided by --scale (default 8 on cpu, 1 on cuda);
+``--pairs`` keeps the cases of one or two operands. A compile that fails is reported as
+skipped, with its reason; after --max-seconds (240) no new compile starts, so that a full
+run stays within about five minutes.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -48,17 +58,47 @@ def fence(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def median_seconds(step: Callable[[], Any], device: str, repeats: int, warmup: int) -> float:
-    for _ in range(warmup):
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter,
+                                          "cpu": time.process_time}
+"""``--clock``: wall time, or the process's CPU time (all its threads), which on a
+shared CPU leaves out the time other processes hold the cores."""
+CLOCK = CLOCKS["wall"]
+
+
+def block_seconds(step: Callable[[], Any], device: str, calls: int) -> float:
+    """Seconds per call of ``calls`` calls of ``step``, fenced at both ends."""
+    fence(device)
+    start = CLOCK()
+    for _ in range(calls):
         step()
     fence(device)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        fence(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return max(CLOCK() - start, 1e-9) / calls
+
+
+def interleaved_medians(steps: dict[str, Callable[[], Any]], device: str, repeats: int,
+                        warmup: int, min_block_s: float) -> dict[str, float]:
+    """Median seconds per call of each step, their blocks interleaved run by run.
+
+    Each step's calls per block grow until a block lasts ``min_block_s`` (this doubles
+    as the warm-up, after ``warmup`` plain calls). Each step's fastest block comes too,
+    as ``"NAME min"``: on a shared machine, the block the others disturbed least.
+    """
+    calls: dict[str, int] = {}
+    for name, step in steps.items():
+        for _ in range(warmup):
+            step()
+        count = 1
+        while block_seconds(step, device, count) * count < min_block_s and count < 10_000:
+            count *= 10
+        calls[name] = count
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    names = list(steps)
+    for repeat in range(repeats):
+        shift = repeat % len(names)  # each run goes first as often as the others
+        for name in names[shift:] + names[:shift]:
+            times[name].append(block_seconds(steps[name], device, calls[name]))
+    return {name: statistics.median(values) for name, values in times.items()} | {
+        f"{name} min": min(values) for name, values in times.items()}
 
 
 def peak_bytes(step: Callable[[], Any], device: str) -> int:
@@ -131,25 +171,61 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
 def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Namespace) -> dict:
     import torch
 
+    from einsum_analyze.torch import cache_info
+
     device = args.device
     dtype = getattr(torch, args.dtype)
     generator = torch.Generator().manual_seed(0)
-    operands = [torch.randn(s, generator=generator, dtype=dtype).to(device).requires_grad_()
+    operands = [torch.randn(s, generator=generator).to(device, dtype).requires_grad_()
                 for s in shapes]
     out_shape = torch.einsum(case["equation"], *[t.detach() for t in operands]).shape
-    upstream = torch.randn(tuple(out_shape), generator=generator, dtype=dtype).to(device)
+    upstream = torch.randn(tuple(out_shape), generator=generator).to(device, dtype)
     steps = make_steps(case["equation"], operands, upstream, not args.no_compile,
                        args.deadline)
+    ready = {name: step for name, step in steps.items() if not isinstance(step, str)}
+    ready["ours"]()  # plans (a miss) before the choice is read
+    choice = next(c for c in reversed(cache_info().choices)
+                  if c.equation == case["equation"]
+                  and c.shapes == tuple(tuple(s) for s in shapes))
+    seconds = interleaved_medians(ready, device, args.repeats, args.warmup,
+                                  args.min_block_seconds)
     results: dict[str, dict[str, Any]] = {}
     for name in RUNS:
         step = steps[name]
         if isinstance(step, str):
             results[name] = {"skipped": step}
             continue
-        seconds = median_seconds(step, device, args.repeats, args.warmup)
-        results[name] = {"seconds": seconds, "peak_bytes_without_inputs": peak_bytes(step, device)}
-    return {"name": case["name"], "equation": case["equation"], "shapes": shapes,
-            "runs": results}
+        results[name] = {"seconds": seconds[name], "min_seconds": seconds[f"{name} min"],
+                         "peak_bytes_without_inputs": peak_bytes(step, device)}
+    return {"name": case["name"], "set": case["set"], "equation": case["equation"],
+            "shapes": shapes, "runs": results,
+            "choice": {"runs": choice.runs, "reason": choice.reason},
+            "targets": targets(results)}
+
+
+TIME_RATIO = 1.03
+"""Ours at most this multiple of torch.einsum's time where torch.einsum takes over
+``SHORT_S``."""
+SHORT_S = 50e-6
+SHORT_SLACK_S = 10e-6
+"""Below ``SHORT_S``, ours at most this many seconds above torch.einsum's time."""
+GEOMEAN_RATIO = 0.55
+"""The geometric mean of ours/torch over benchmarks/cases.json, at most."""
+
+
+def targets(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Whether ours meets the time and peak targets against torch.einsum on one case."""
+    ours, theirs = runs["ours"], runs["torch"]
+    if "seconds" not in ours or "seconds" not in theirs:
+        return {}
+    if theirs["seconds"] > SHORT_S:
+        time_ok = ours["seconds"] <= TIME_RATIO * theirs["seconds"]
+        rule = f"<= {TIME_RATIO}x"
+    else:
+        time_ok = ours["seconds"] <= theirs["seconds"] + SHORT_SLACK_S
+        rule = f"<= +{SHORT_SLACK_S * 1e6:.0f} us"
+    return {"time_rule": rule, "time_ok": time_ok,
+            "peak_ok": ours["peak_bytes_without_inputs"] <= theirs["peak_bytes_without_inputs"]}
 
 
 def per_call_overhead(iterations: int) -> dict[str, float]:
@@ -278,60 +354,79 @@ def geomean(values: Sequence[float]) -> float:
 
 
 def table(results: list[dict]) -> tuple[list[str], list[str]]:
-    """Markdown rows and the summary lines."""
-    header = ["case"] + [f"{r} ms" for r in RUNS] + [
-        "ours/torch", "ours/torch-compiled", "ours-compiled/torch-compiled", "oe-expr/torch",
-    ] + [f"{r} peak MiB" for r in RUNS] + ["peak ours/torch", "peak ours/torch-compiled"]
+    """Markdown rows (times, then peaks) and the summary lines."""
+    def ms(run: dict[str, Any]) -> str:
+        return f"{run['seconds'] * 1e3:.3f}" if "seconds" in run else "skip"
+
+    def mib(run: dict[str, Any]) -> str:
+        return (f"{run['peak_bytes_without_inputs'] / 2**20:.3f}" if "seconds" in run
+                else "skip")
+
+    pairs = (("ours", "torch"), ("ours", "torch-compiled"),
+             ("ours-compiled", "torch-compiled"), ("ours-compiled", "ours"),
+             ("oe-expr", "torch"))
+    header = (["case"] + [f"{r} ms" for r in RUNS] + [f"{a}/{b}" for a, b in pairs]
+              + ["ours/torch fastest blocks", "runs", "time target", "peak target"])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    peak_header = ["case"] + [f"{r} peak MiB" for r in RUNS] + ["peak ours/torch"]
+    peak_lines = ["| " + " | ".join(peak_header) + " |", "|" + "---|" * len(peak_header)]
     ratios: dict[str, list[float]] = {}
-    worst_peak_gap: list[tuple[str, int]] = []
+    missed: list[str] = []
     for result in results:
         runs = result["runs"]
 
-        def ms(name: str, runs: dict = runs) -> str:
-            run = runs[name]
-            return f"{run['seconds'] * 1e3:.3f}" if "seconds" in run else "skip"
-
-        def mib(name: str, runs: dict = runs) -> str:
-            run = runs[name]
-            return (f"{run['peak_bytes_without_inputs'] / 2**20:.3f}"
-                    if "seconds" in run else "skip")
-
-        def ratio(a: str, b: str, key: str = "seconds", label: str = "",
-                  runs: dict = runs) -> str:
+        def ratio(a: str, b: str, key: str = "seconds", runs: dict = runs,
+                  group: str = result["set"]) -> str:
             if key not in runs[a] or key not in runs[b] or not runs[b][key]:
                 return "-"
             value = runs[a][key] / runs[b][key]
-            ratios.setdefault(label or f"{a}/{b} {key}", []).append(value)
+            ratios.setdefault(f"{a}/{b} {key} ({group})", []).append(value)
             return f"{value:.2f}"
 
-        row = [result["name"]] + [ms(r) for r in RUNS] + [
-            ratio("ours", "torch"), ratio("ours", "torch-compiled"),
-            ratio("ours-compiled", "torch-compiled"), ratio("oe-expr", "torch"),
-        ] + [mib(r) for r in RUNS] + [
-            ratio("ours", "torch", "peak_bytes_without_inputs"),
-            ratio("ours", "torch-compiled", "peak_bytes_without_inputs"),
-        ]
-        lines.append("| " + " | ".join(row) + " |")
-        if "seconds" in runs["ours"] and "seconds" in runs["torch"]:
-            worst_peak_gap.append((result["name"], runs["ours"]["peak_bytes_without_inputs"]
-                                   - runs["torch"]["peak_bytes_without_inputs"]))
+        goal = result["targets"]
+        time_cell = (f"{'ok' if goal['time_ok'] else 'MISSED'} ({goal['time_rule']})"
+                     if goal else "-")
+        peak_cell = ("ok" if goal["peak_ok"] else "MISSED") if goal else "-"
+        if goal and not (goal["time_ok"] and goal["peak_ok"]):
+            missed.append(result["name"])
+        lines.append("| " + " | ".join(
+            [result["name"]] + [ms(runs[r]) for r in RUNS] + [ratio(a, b) for a, b in pairs]
+            + [ratio("ours", "torch", "min_seconds"), result["choice"]["runs"], time_cell,
+               peak_cell]) + " |")
+        peak_lines.append("| " + " | ".join(
+            [result["name"]] + [mib(runs[r]) for r in RUNS]
+            + [ratio("ours", "torch", "peak_bytes_without_inputs")]) + " |")
     summary = [f"{label}: geometric mean {geomean(values):.3f}x over {len(values)} cases"
                for label, values in ratios.items()]
-    if worst_peak_gap:
-        name, gap = max(worst_peak_gap, key=lambda item: item[1])
-        summary.append(f"largest peak of ours above torch.einsum: {gap} B ({name}); "
-                       "the issue's bound is 4096 B")
-    return lines, summary
+    cases_mean = geomean(ratios.get("ours/torch seconds (cases)", []))
+    if not math.isnan(cases_mean):
+        summary.append(f"target: geometric mean ours/torch over cases.json {cases_mean:.3f}x "
+                       f"({'ok' if cases_mean <= GEOMEAN_RATIO else 'MISSED'}: "
+                       f"<= {GEOMEAN_RATIO})")
+    summary.append("targets missed (time or peak): " + (", ".join(missed) or "none"))
+    reasons = ["What ours ran, and why:"] + [
+        f"  {r['name']}: {r['choice']['reason']}" for r in results]
+    return lines + [""] + peak_lines + [""] + reasons, summary
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--scale", type=int, default=None)
-    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    parser.add_argument("--set", dest="case_set", default="all",
+                        choices=("all", "cases", "models"),
+                        help="benchmarks/cases.json, benchmarks/model_einsums.json, or both")
+    parser.add_argument("--pairs", action="store_true",
+                        help="only the cases of one or two operands")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (cpu)")
+    parser.add_argument("--clock", choices=tuple(CLOCKS), default=None,
+                        help="wall (default on cuda) or the process's cpu time (default "
+                        "on cpu)")
+    parser.add_argument("--min-block-seconds", type=float, default=2e-3,
+                        help="calls per timed block grow until a block lasts this long")
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled runs")
     parser.add_argument("--overhead-iterations", type=int, default=2000)
@@ -339,14 +434,29 @@ def main() -> int:
                         help="start no compile after this many seconds (keeps the run short)")
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args()
-    if args.device == "cuda":
-        import torch
+    import torch
 
-        if not torch.cuda.is_available():
-            print("no CUDA device here", file=sys.stderr)
-            return 2
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA device here", file=sys.stderr)
+        return 2
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    global CLOCK
+    args.clock = args.clock or ("wall" if args.device == "cuda" else "cpu")
+    if args.device == "cuda" and args.clock == "cpu":
+        print("--clock cpu times the host only; use --clock wall on cuda", file=sys.stderr)
+        return 2
+    CLOCK = CLOCKS[args.clock]
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32 is float32, as torch's default
     scale = args.scale if args.scale is not None else (1 if args.device == "cuda" else 8)
-    cases = json.loads((HERE / "cases.json").read_text())["cases"]
+    cases = []
+    for group, file in (("cases", "cases.json"), ("models", "model_einsums.json")):
+        if args.case_set in ("all", group):
+            cases += [{**c, "set": group}
+                      for c in json.loads((HERE / file).read_text())["cases"]]
+    if args.pairs:
+        cases = [c for c in cases if len(c["shapes"]) <= 2]
     wanted = {name for name in args.cases.split(",") if name}
     start = time.perf_counter()
     args.deadline = start + args.max_seconds
@@ -357,11 +467,13 @@ def main() -> int:
         results.append(run_case(case, scaled(case["shapes"], scale), args))
         print(f"# {case['name']} done ({time.perf_counter() - start:.0f} s)", file=sys.stderr,
               flush=True)
-    overhead = per_call_overhead(args.overhead_iterations)
-    env = environment(args.device)
+    overhead = per_call_overhead(args.overhead_iterations) if args.overhead_iterations else {}
+    env = {**environment(args.device), "dtype": args.dtype, "clock": args.clock,
+           "load_average_1min": round(os.getloadavg()[0], 2),
+           "command": " ".join(["python"] + sys.argv)}
     lines, summary = table(results)
     us = {key: value * 1e6 for key, value in overhead.items()}
-    overhead_lines = [
+    overhead_lines = [] if not us else [
         "Per-call overhead on a cache hit (ij,jk->ik, 4x4, cpu, one thread), microseconds:",
         f"  forward: ours {us['ours_forward_s']:.1f}, its kernels {us['kernels_forward_s']:.1f}, "
         f"overhead {us['overhead_forward_s']:.1f}; torch.einsum {us['torch_forward_s']:.1f}",

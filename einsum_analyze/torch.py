@@ -30,19 +30,32 @@ Example:
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from contextlib import ContextDecorator
 from typing import Any
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 
-from .errors import DropinError
+from .errors import DropinError, DropinValueError
+from .training.calls import TORCH_EINSUM, check_options, read_call
 from .training.choice import NO_BUDGET
-from .training.node import EagerContract, apply_eager, contract, forward_output
-from .training.plans import cache_info, clear_cache, eager_plan, plan_eager_call, set_cache_size
+from .training.node import apply_eager, contract, forward_output
+from .training.plans import (
+    DTYPE_NAMES,
+    cache_info,
+    clear_cache,
+    eager_plan,
+    plan_eager_call,
+    plan_key,
+    set_cache_size,
+    traced_runs_torch,
+)
 
 __all__ = [
     "DropinError",
+    "DropinValueError",
     "Einsum",
     "cache_info",
     "clear_cache",
@@ -51,23 +64,20 @@ __all__ = [
     "set_cache_size",
 ]
 
-_SEQUENCES = (list, tuple)
-
-
 def _autocast_dtype(device_type: str) -> torch.dtype | None:
     if not torch.is_autocast_enabled(device_type):
         return None
     return torch.get_autocast_dtype(device_type)
 
 
-def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | str | None = None,
+def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
            optimize: str = "auto") -> torch.Tensor:
-    """``torch.einsum(equation, *operands)``, forward and backward run by the planned schedule.
+    """``torch.einsum(*args)``, forward and backward run by the planned schedule.
 
     Args:
-        equation: The einsum, as torch.einsum reads it (ellipsis, broadcasting, implicit
-            output, repeated and private labels).
-        operands: The tensors (or one list of them, as torch.einsum accepts).
+        args: What torch.einsum takes: an equation and its operands (separately, or as
+            one list or tuple), or the sublist format ``x, [0, 1], y, [1, 2], [0, 2]``
+            (``Ellipsis`` allowed, the output sublist optional).
         strategy: ``"auto"`` (the recommended plan of :mod:`einsum_analyze.search` where it
             offers one, else ``reverse``) or any registered strategy name.
         budget: Peak bytes (inputs counted) the plan must fit, e.g. ``"512MiB"``; passed to
@@ -76,40 +86,47 @@ def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | 
         optimize: The opt_einsum optimizer of the forward path.
 
     Returns:
-        The result, as torch.einsum returns it.
+        The result, as torch.einsum returns it: the same values, dtype and strides.
+        Calls the executor does not plan run torch.einsum itself: integer and bool
+        operands, mixed dtypes or devices (torch promotes or refuses them), a functorch
+        transform or forward-mode AD in progress, autocast where torch does not cast
+        einsum's operands.
 
     Raises:
-        RuntimeError: Bad equations, operand counts or shapes, mixed devices or dtypes
-            (as torch.einsum raises), with a one-line message.
+        RuntimeError, ValueError, TypeError: Where torch.einsum raises them, one line
+            (RuntimeError and ValueError as :class:`DropinError`).
+        DropinValueError: A bad ``strategy``, ``budget`` or ``optimize``.
     """
-    if len(operands) == 1 and isinstance(operands[0], _SEQUENCES):
-        operands = tuple(operands[0])
-    if not operands:
-        raise DropinError("einsum(): must provide at least one operand")
+    compiling = torch.compiler.is_compiling()
+    if not compiling:
+        check_options(strategy, budget, optimize)
+    call = read_call(args)
+    if call is None:
+        return TORCH_EINSUM(*args)  # type: ignore[no-any-return]
+    equation, operands = call
     first = operands[0]
+    if not all(isinstance(t, torch.Tensor) for t in operands):
+        return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]  # its TypeError
+    if not compiling and ((_functorch_active is not None and _functorch_active())
+                          or _forward_ad._current_level >= 0):  # noqa: SLF001 - a dual level
+        return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     device, dtype = first.device, first.dtype
     if _any_autocast is None or _any_autocast():
         low = _autocast_dtype(device.type)
-        if low is not None and all(t.is_floating_point() for t in operands):
-            operands = tuple(t.to(low) for t in operands)
-            dtype = low
+        if low is not None:
+            if not compiling and not _autocast_casts_einsum(device.type, low):
+                return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
+            cast = tuple(t.to(low) if t.is_floating_point() and t.dtype != torch.float64
+                         else t for t in operands)
+            if not _uniform(cast, device, cast[0].dtype):
+                return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
+            operands, dtype = cast, cast[0].dtype
+    if dtype not in DTYPE_NAMES or not _uniform(operands, device, dtype):
+        return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     grad_on = torch.is_grad_enabled()
-    mask: list[bool] = []
-    for t in operands:
-        if t.device != device:
-            raise DropinError(
-                "einsum(): expected all operands on one device, got "
-                + ", ".join(dict.fromkeys(str(t.device) for t in operands))
-            )
-        if t.dtype != dtype:
-            raise DropinError(
-                "einsum(): expected all operands of one dtype, got "
-                + ", ".join(dict.fromkeys(str(t.dtype) for t in operands))
-                + " (convert them, or use torch.autocast)"
-            )
-        mask.append(grad_on and t.requires_grad)
+    mask = [grad_on and t.requires_grad for t in operands]
     budget_value = NO_BUDGET if budget is None else _budget_bytes(budget)
-    if EAGER_FAST_PATH and not torch.compiler.is_compiling():
+    if EAGER_FAST_PATH and not compiling:
         # The plan by a key of torch objects: a cache hit converts nothing to text.
         fast = (equation, strategy, optimize, budget_value, dtype, device, *mask,
                 *[t.shape for t in operands])
@@ -118,19 +135,43 @@ def einsum(equation: str, *operands: Any, strategy: str = "auto", budget: int | 
             plan = plan_eager_call(fast, operands, equation, strategy, optimize,
                                    budget_value, mask)
         if plan.runs_torch:  # no plan of ours is predicted to beat it
-            return _torch_einsum(equation, *operands)
+            return plan.call_torch(equation, operands)
         tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
         if not any(mask):
             return forward_output(plan, tensors)
-        if _functorch_active is None or _functorch_active():
-            result: torch.Tensor = EagerContract.apply(plan, *tensors)  # type: ignore[no-untyped-call]
-        else:
-            result = apply_eager(plan, *tensors)
-        return result
+        return apply_eager(plan, operands, *tensors)
+    if traced_runs_torch(*plan_key(operands, equation, strategy, optimize, budget_value,
+                                   mask)):
+        return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     outputs: list[torch.Tensor] = contract(tensors, equation, strategy, optimize,
                                            budget_value, mask)
     return outputs[0]
+
+
+def _uniform(operands: tuple[Any, ...], device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether every operand has ``dtype`` and lives on ``device``."""
+    return all(t.dtype == dtype and t.device == device for t in operands)
+
+
+_AUTOCASTS_EINSUM: dict[tuple[str, torch.dtype], bool] = {}
+
+
+def _autocast_casts_einsum(device_type: str, low: torch.dtype) -> bool:
+    """Whether autocast on ``device_type`` casts einsum's operands to ``low`` itself.
+
+    Asked once per device type and dtype, of torch.einsum on two one-element operands
+    under the caller's autocast: an outer product runs no matrix product, so its
+    result is ``low`` only where autocast casts einsum's own operands (the drop-in then
+    casts as it does); elsewhere the drop-in leaves autocast calls to torch.einsum.
+    """
+    key = (device_type, low)
+    known = _AUTOCASTS_EINSUM.get(key)
+    if known is None:
+        probe = torch.ones(1, device=device_type)
+        known = TORCH_EINSUM("i,j->ij", probe, probe).dtype == low
+        _AUTOCASTS_EINSUM[key] = known
+    return known
 
 
 EAGER_FAST_PATH = True
@@ -139,19 +180,14 @@ EAGER_FAST_PATH = True
 custom op. Tests set it to False to run eager calls through the op."""
 
 
-_torch_einsum: Callable[..., torch.Tensor] = torch.functional.einsum
-"""torch.einsum itself, as it was when this module was imported (:func:`patch` replaces
-``torch.einsum`` and ``torch.functional.einsum``)."""
-
-
 _any_autocast: Callable[[], bool] | None = getattr(torch._C, "_is_any_autocast_enabled", None)
 """Whether autocast is on for any device type (one call, where the per-device question
 parses its argument); None: this torch cannot say, and the device's is asked."""
 
 _functorch_active: Callable[[], bool] | None = getattr(
     torch._C, "_are_functorch_transforms_active", None)
-"""Whether a functorch transform (vmap, grad, ...) is active; None: this torch cannot say,
-and every call goes through the wrapper."""
+"""Whether a functorch transform (vmap, grad, ...) is active (the drop-in then runs
+torch.einsum); None: this torch cannot say."""
 
 
 def _budget_bytes(budget: int | str | None) -> int:
@@ -173,7 +209,11 @@ class patch(ContextDecorator):  # noqa: N801 - used as a function: ``with patch(
     """Route ``torch.einsum`` through :func:`einsum` inside a scope.
 
     A context manager and a decorator; the options are those of :func:`einsum`.
-    Nesting is allowed; leaving the outermost scope restores ``torch.einsum``.
+    ``torch.einsum`` is one attribute of the process: while any scope is open, in any
+    thread, every call of ``torch.einsum`` in every thread is routed. A call takes the
+    options of the innermost scope its own thread opened, else those of the scope
+    opened last. Scopes may be nested and may close in any order, in any thread;
+    ``torch.einsum`` is restored when the last one closes.
 
     Example:
         >>> import torch
@@ -187,31 +227,61 @@ class patch(ContextDecorator):  # noqa: N801 - used as a function: ``with patch(
 
     def __init__(self, *, strategy: str = "auto", budget: int | str | None = None,
                  optimize: str = "auto") -> None:
+        check_options(strategy, budget, optimize)
         self._strategy = strategy
         self._budget = budget
         self._optimize = optimize
-        self._saved: list[Any] = []
 
     def __enter__(self) -> patch:
         import torch.functional
 
-        original = torch.einsum
-        strategy, budget, optimize = self._strategy, self._budget, self._optimize
-
-        @functools.wraps(original)
-        def routed(equation: str, *operands: Any) -> torch.Tensor:
-            return einsum(equation, *operands, strategy=strategy, budget=budget,
-                          optimize=optimize)
-
-        self._saved.append((torch.einsum, torch.functional.einsum))
-        torch.einsum = routed
-        torch.functional.einsum = routed
+        entry = (self, threading.get_ident())
+        with _PATCH_LOCK:
+            global _SCOPES
+            if not _SCOPES:
+                _REPLACED[:] = [torch.einsum, torch.functional.einsum]
+                torch.einsum = _routed
+                torch.functional.einsum = _routed
+            _SCOPES = (*_SCOPES, entry)
         return self
 
     def __exit__(self, *exc: object) -> None:
         import torch.functional
 
-        torch.einsum, torch.functional.einsum = self._saved.pop()
+        me = threading.get_ident()
+        with _PATCH_LOCK:
+            global _SCOPES
+            scopes = list(_SCOPES)
+            mine = [k for k, (scope, thread) in enumerate(scopes) if scope is self]
+            if not mine:
+                return
+            ours = [k for k in mine if scopes[k][1] == me]
+            del scopes[(ours or mine)[-1]]
+            _SCOPES = tuple(scopes)
+            if not _SCOPES:
+                torch.einsum, torch.functional.einsum = _REPLACED
+                _REPLACED.clear()
+
+
+_PATCH_LOCK = threading.Lock()
+_SCOPES: tuple[tuple[patch, int], ...] = ()
+"""The open :class:`patch` scopes and the threads that opened them, oldest first (a
+tuple, replaced whole under the lock, so that a routed call reads it without one)."""
+_REPLACED: list[Any] = []
+"""``torch.einsum`` and ``torch.functional.einsum`` as they were when the first open
+scope opened."""
+
+
+@functools.wraps(TORCH_EINSUM)
+def _routed(*args: Any) -> torch.Tensor:
+    scopes = _SCOPES
+    if not scopes:  # a reference kept past the last scope
+        return TORCH_EINSUM(*args)  # type: ignore[no-any-return]
+    me = threading.get_ident()
+    chosen = next((scope for scope, thread in reversed(scopes) if thread == me),
+                  scopes[-1][0])
+    return einsum(*args, strategy=chosen._strategy, budget=chosen._budget,  # noqa: SLF001
+                  optimize=chosen._optimize)  # noqa: SLF001
 
 
 class Einsum(torch.nn.Module):

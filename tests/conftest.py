@@ -1,4 +1,12 @@
-"""Shared pytest configuration: hypothesis profiles, --update-golden, GPU auto-skip."""
+"""Shared pytest configuration: hypothesis profiles, --update-golden, --run-slow, GPU auto-skip.
+
+The default run (the README's ``python -m pytest -q``) takes a few minutes on a 2-core
+CPU: tests marked ``slow`` (whole CPU runs of the larger benchmark cases, brute-force
+searches, subprocess-heavy checks) are skipped unless ``--run-slow`` is given, and the
+property tests draw a small budget of examples. Before a release::
+
+    python -m pytest -q --run-slow --hypothesis-profile=thorough
+"""
 
 from __future__ import annotations
 
@@ -9,13 +17,13 @@ from hypothesis import HealthCheck, settings
 
 settings.register_profile(
     "dev",
-    max_examples=40,
+    max_examples=20,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile(
     "ci",
-    max_examples=60,
+    max_examples=30,
     deadline=None,
     derandomize=True,
     print_blob=True,
@@ -37,6 +45,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="rewrite tests/golden/*.json from the current code instead of comparing",
     )
+    parser.addoption(
+        "--run-slow",
+        action="store_true",
+        default=False,
+        help="also run the tests marked slow (skipped by default to keep the suite short)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -56,6 +70,11 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--run-slow"):
+        slow = pytest.mark.skip(reason="slow: run with --run-slow")
+        for item in items:
+            if item.get_closest_marker("slow") is not None:
+                item.add_marker(slow)
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return

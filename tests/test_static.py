@@ -14,7 +14,8 @@ ROOT = Path(__file__).parents[1]
 
 @pytest.mark.parametrize(
     ("tool", "args"),
-    [("ruff", ["check", "einsum_analyze"]), ("mypy", ["einsum_analyze"])],
+    [("ruff", ["check", "einsum_analyze"]),
+     pytest.param("mypy", ["einsum_analyze"], marks=pytest.mark.slow)],
 )
 def test_static_check(tool: str, args: list[str]) -> None:
     if importlib.util.find_spec(tool) is None:

@@ -78,7 +78,11 @@ def part_index(term: str, ranges: Sequence[tuple[str, int, int]]) -> tuple[slice
 
 
 def _compile_zeros(event: Event, sizes: Mapping[str, int]) -> Op:
-    """Zeros of the operands' dtype, on their device (operand ``in0`` is always live)."""
+    """Zeros of the operands' dtype, on their device.
+
+    The dtype and device are those of any live tensor: operand ``in0`` where it is live,
+    else another (a backward that does not read ``in0`` holds the upstream gradient).
+    """
     import torch
 
     term = event.equation.partition("->")[2]
@@ -86,7 +90,9 @@ def _compile_zeros(event: Event, sizes: Mapping[str, int]) -> Op:
     target = event.tensor
 
     def run_zeros(live: Live, workspace: list[Any]) -> None:
-        like = live["in0"]
+        like = live.get("in0")
+        if like is None:
+            like = next(iter(live.values()))
         live[target] = torch.zeros(shape, dtype=like.dtype, device=like.device)
 
     return run_zeros

@@ -13,6 +13,7 @@ import click
 
 from ..errors import EinsumAnalyzeError
 from ..render.terminal import console, write_json
+from ..report.compare_times import TIME_RULES, TimeRule
 from .base import InputError, OneLineErrors
 
 __all__ = ["compare_cli", "plot_cli", "read_report", "write_plot"]
@@ -21,15 +22,20 @@ _COMPARE_EPILOG = """\b
 Rules:
   FLOPs and modelled memory are exact: any increase is a regression (forward
   flops and peak_bytes; per strategy backward_flops, retained_bytes and
-  peak_bytes). Timings (each run's median forward_s and backward_s) regress
-  when they grow by more than --tolerance, relative. Batch reports are matched
-  case by case, by name; a case that now fails to analyse is a regression;
-  added or removed strategies, runs and cases are listed, not regressions.
+  peak_bytes; each run's measured peak and retained bytes). Timings (each run's
+  median forward_s and backward_s) are divided by the torch-autograd baseline's,
+  measured in the same report, so that the load of the moment cancels; they
+  regress when the ratio grows by more than --tolerance plus the recorded
+  spreads. --times seconds compares the seconds themselves. A budget that fails
+  after and did not before is a regression. Batch reports are matched case by
+  case, by name; a case that now fails to analyse is a regression; added or
+  removed strategies, runs and cases are listed, not regressions.
 
 \b
 Examples:
   einsum-analyze compare before.json after.json
   einsum-analyze compare before.json after.json --tolerance 0.10 --json -
+  einsum-analyze compare before.json after.json --times seconds
 
 \b
 Exit codes:
@@ -58,12 +64,21 @@ Exit codes:
     help="Relative tolerance for timings (0.05: 5 %). FLOPs and modelled memory are exact.",
 )
 @click.option(
+    "--times",
+    type=click.Choice(TIME_RULES),
+    default="ratio",
+    show_default=True,
+    help="How to compare the runs' times: ratio (each over the torch baseline's in the "
+    "same report, which cancels a change of load between the two runs) or seconds.",
+)
+@click.option(
     "--json",
     "json_path",
     metavar="PATH",
     help="Write the comparison as JSON to PATH; '-' writes only JSON to stdout.",
 )
-def compare_cli(before: str, after: str, tolerance: float, json_path: str | None) -> int:
+def compare_cli(before: str, after: str, tolerance: float, times: TimeRule,
+                json_path: str | None) -> int:
     """Compare two reports, before and after a change, and say what changed.
 
     BEFORE.json and AFTER.json are reports written by --json: both single reports, or
@@ -71,17 +86,18 @@ def compare_cli(before: str, after: str, tolerance: float, json_path: str | None
     figure regressed.
     """
     try:
-        return _compare(before, after, tolerance, json_path)
+        return _compare(before, after, tolerance, times, json_path)
     except EinsumAnalyzeError as err:
         raise InputError(str(err)) from err
 
 
-def _compare(before: str, after: str, tolerance: float, json_path: str | None) -> int:
+def _compare(before: str, after: str, tolerance: float, times: TimeRule,
+             json_path: str | None) -> int:
     from ..report.compare import compare_reports
 
     comparison = compare_reports(
         read_report(before, "BEFORE"), read_report(after, "AFTER"), tolerance=tolerance,
-        names=(f"BEFORE {before!r}", f"AFTER {after!r}"),
+        times=times, names=(f"BEFORE {before!r}", f"AFTER {after!r}"),
     )
     if json_path is not None:
         write_json(comparison.to_dict(), json_path)

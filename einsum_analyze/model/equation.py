@@ -35,6 +35,8 @@ class Equation:
         output: The output term.
         shapes: The operand shapes, in operand order.
         size_dict: The size of every label (do not mutate).
+        broadcast_terms: The terms before size-1 broadcast dimensions were relabelled
+            (``...`` expanded), as opt_einsum plans them; None when nothing was relabelled.
 
     Example:
         >>> eq = parse_equation("ab,bc", [(2, 3), (3, 4)])
@@ -47,6 +49,7 @@ class Equation:
     output: Term
     shapes: tuple[Shape, ...]
     size_dict: Mapping[Label, int] = field(compare=False)
+    broadcast_terms: tuple[Term, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def explicit(self) -> str:
@@ -60,6 +63,34 @@ class Equation:
 
     def __repr__(self) -> str:
         return f"Equation({self.explicit!r})"
+
+    def opt_einsum_view(self) -> Equation | None:
+        """The equation as ``opt_einsum.contract_path`` sees it, where that differs.
+
+        opt_einsum gives a label the largest of its sizes, so a size-1 dimension that
+        broadcasts counts at the full size; normalisation gives it a private label of
+        size 1 instead (``broadcast_terms``). None when no dimension was relabelled.
+
+        Example:
+            >>> eq = parse_equation("ij,j->i", [(1, 3), (3,)])
+            >>> eq.opt_einsum_view() is None
+            True
+            >>> view = parse_equation("ij,i->i", [(1, 3), (5,)]).opt_einsum_view()
+            >>> view.explicit, dict(view.size_dict)
+            ('ij,i->i', {'i': 5, 'j': 3})
+        """
+        if self.broadcast_terms is None:
+            return None
+        sizes: dict[Label, int] = {}
+        for term, shape in zip(self.broadcast_terms, self.shapes, strict=True):
+            for char, dim in zip(term, shape, strict=True):
+                sizes[char] = max(sizes.get(char, 1), dim)
+        for char in self.output:
+            sizes.setdefault(char, 1)
+        used = {char: sizes[char] for char in dict.fromkeys("".join(self.broadcast_terms)
+                                                             + self.output)}
+        return Equation(text=self.text, terms=self.broadcast_terms, output=self.output,
+                        shapes=self.shapes, size_dict=used)
 
     @classmethod
     def from_terms(
@@ -262,14 +293,15 @@ def parse_equation(text: str, shapes: Sequence[Sequence[int]]) -> Equation:
             if raw_output.count(char) > 1:
                 raise EquationError(f"output index {char!r} appears more than once")
 
-    terms, size_dict = _unify_sizes(terms, dims, fresh)
+    unified, size_dict = _unify_sizes(terms, dims, fresh)
     # Ellipsis labels that no operand kept at a size above 1 were relabelled away from
     # every operand; they still belong in the output with size 1.
     for char in output:
         size_dict.setdefault(char, 1)
-    ordered = {char: size_dict[char] for char in dict.fromkeys("".join(terms) + output)}
+    ordered = {char: size_dict[char] for char in dict.fromkeys("".join(unified) + output)}
     return Equation(
-        text=text, terms=tuple(terms), output=output, shapes=dims, size_dict=ordered
+        text=text, terms=tuple(unified), output=output, shapes=dims, size_dict=ordered,
+        broadcast_terms=None if unified == terms else tuple(terms),
     )
 
 

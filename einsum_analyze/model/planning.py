@@ -153,6 +153,10 @@ class Plan:
         largest_intermediate_elements: Largest tensor a step produces (the output counts).
         warnings: What the user should know about how the path was chosen (a memory
             limit the optimizer broke, a fallback); ``analyze`` puts them in the report.
+        opt_einsum_flops: Where normalisation relabelled size-1 broadcast dimensions
+            (:meth:`~einsum_analyze.model.equation.Equation.opt_einsum_view`), the
+            ``opt_cost`` opt_einsum reports for the user's equation with the same
+            optimizer and limit; None otherwise (then it is ``flops``).
     """
 
     equation: Equation
@@ -163,6 +167,12 @@ class Plan:
     naive_flops: int
     largest_intermediate_elements: int
     warnings: tuple[str, ...] = ()
+    opt_einsum_flops: int | None = None
+
+    @property
+    def user_flops(self) -> int:
+        """Forward FLOPs as opt_einsum reports them for the user's equation."""
+        return self.flops if self.opt_einsum_flops is None else self.opt_einsum_flops
 
     @property
     def ssa_path(self) -> SsaPath:
@@ -280,9 +290,28 @@ def plan_contraction(
                 f"{memory_limit:,} elements ({err.__cause__ or err}); planned with greedy "
                 f"under the limit{_all_at_once(greedy)}",
             ))
-    if memory_limit is None:
+    if memory_limit is not None:
+        plan = check_memory_limit(plan, memory_limit, subject=subject,
+                                  note_output=note_output)
+    view = equation.opt_einsum_view()
+    if view is None:
         return plan
-    return check_memory_limit(plan, memory_limit, subject=subject, note_output=note_output)
+    return replace(plan, opt_einsum_flops=_opt_einsum_flops(view, optimize, memory_limit,
+                                                            deadline))
+
+
+def _opt_einsum_flops(view: Equation, optimize: str | Sequence[Sequence[int]],
+                      memory_limit: int | None, deadline: float | None) -> int | None:
+    """``opt_cost`` of opt_einsum's own plan of ``view`` (None: it finds no path)."""
+    if not isinstance(optimize, str):
+        return _build_plan(view, optimize, "explicit").flops
+    try:
+        found, used, _ = _search_path(view, optimize.lower(), memory_limit,
+                                      deadline=deadline, on_search=None,
+                                      subject="the forward pass")
+    except PlanningError:
+        return None
+    return _build_plan(view, found, used).flops
 
 
 def check_memory_limit(

@@ -14,6 +14,7 @@ from .layout import print_table
 
 if TYPE_CHECKING:
     from ..report.cases import BatchReport
+    from ..report.changes import Change
     from ..report.compare import Comparison
 
 __all__ = ["budget_failure_lines", "budgets_table", "regression_lines", "render_batch",
@@ -31,6 +32,8 @@ def _format_figure(value: float | None, unit: str) -> str:
             return format_bytes(value)
         case "s":
             return format_seconds(float(value))
+        case "ratio":
+            return f"{float(value):.3g}x"
     return str(value)
 
 
@@ -45,7 +48,9 @@ def _exact_figure(value: float | None, unit: str) -> str:
             exact = f"{int(value):,} B"
             return exact if value < 1024 else f"{exact} ({format_bytes(value)})"
         case "s":
-            return f"{float(value):.6g} s"
+            return format_seconds(float(value))
+        case "ratio":
+            return f"{float(value):.4g}x"
     return str(value)
 
 
@@ -105,7 +110,7 @@ def render_batch(batch: BatchReport, console: Console) -> None:
         table.add_row(
             escape(outcome.name),
             status,
-            format_count(report.plan.flops),
+            format_count(report.plan.user_flops),
             format_count(first.backward_flops) + f" ({first.name})" if first else "-",
             format_bytes(first.memory.peak_bytes if first else report.forward_memory.peak_bytes),
             _fastest_run(report),
@@ -134,8 +139,41 @@ def _change_text(before: float | None, after: float | None) -> str:
     return f"{(after - before) / before:+.1%}"
 
 
+_OUTCOME: dict[int | float | None, str] = {1: "passed", 0: "exceeded", None: "not set"}
+
+
+def _budget_side(change: Change, side: str) -> str:
+    """A budget's outcome on one side in words, with its figure and limit."""
+    outcome = _OUTCOME[change.before if side == "before" else change.after]
+    value, limit = change.fact(f"value_{side}"), change.fact(f"limit_{side}")
+    unit = str(change.fact("budget_unit") or "")
+    if outcome == "not set" or not isinstance(limit, int | float):
+        return outcome
+    if not isinstance(value, int | float):
+        return f"{outcome} (not measured, limit {_format_figure(limit, unit)})"
+    sign = "<=" if outcome == "passed" else ">"
+    return f"{outcome} ({_format_figure(value, unit)} {sign} {_format_figure(limit, unit)})"
+
+
+def _cells(change: Change) -> tuple[str, str, str]:
+    """The before, after and change cells of one row of the comparison table."""
+    if change.rule == "budget":
+        return _budget_side(change, "before"), _budget_side(change, "after"), ""
+    before = _format_figure(change.before, change.unit)
+    after = _format_figure(change.after, change.unit)
+    return before, after, _change_text(change.before, change.after)
+
+
+def _figure_name(change: Change) -> str:
+    if change.rule == "ratio":
+        return f"{change.figure} / torch"
+    return change.figure or change.detail
+
+
 def render_comparison(comparison: Comparison, console: Console) -> None:
     """Print the figures that changed between two reports, and the notes."""
+    from rich.markup import escape  # case names and notes are the user's text
+
     changed = [c for c in comparison.changes if c.status != "unchanged"]
     if not changed:
         console.print(f"No figure changed ({len(comparison.changes)} compared).")
@@ -147,32 +185,36 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
         for header in headers:
             numeric = header in ("before", "after", "change")
             table.add_column(header, justify="right" if numeric else "left",
-                             no_wrap=numeric or header == "verdict", overflow="fold")
+                             no_wrap=header in ("change", "verdict"), overflow="fold")
         for change in changed:
             verdict = {
                 "regressed": "[red]regressed[/red]",
                 "improved": "[green]improved[/green]",
             }.get(change.status, change.status)
-            row = [
-                change.subject,
-                change.figure or change.detail,
-                _format_figure(change.before, change.unit),
-                _format_figure(change.after, change.unit),
-                _change_text(change.before, change.after),
-                verdict,
-            ]
+            row = [escape(change.subject), escape(_figure_name(change)), *_cells(change),
+                   verdict]
             if comparison.kind == "batch":
-                row.insert(0, change.case or "")
+                row.insert(0, escape(change.case or ""))
             table.add_row(*row)
+        if any(c.rule == "ratio" for c in changed):
+            table.caption = ("forward_s / torch, backward_s / torch: the run's median over "
+                             "the torch-autograd baseline's, measured in the same report")
         print_table(console, table)
     for note in comparison.notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    console.print(_rule_line(comparison), highlight=False)
+
+
+def _rule_line(comparison: Comparison) -> str:
+    """The closing line: how many regressed, and the rules that judged them."""
     regressed = len(comparison.regressions)
-    console.print(
-        f"{regressed} regressed; FLOPs and modelled memory exact, timings within "
-        f"{comparison.tolerance:.1%}." if regressed else
-        f"No regression (FLOPs and memory exact, timings within {comparison.tolerance:.1%})."
-    )
+    times = ("times over the torch baseline of the same report"
+             if comparison.times == "ratio" else "times in seconds")
+    rules = (f"FLOPs and memory exact, {times} within "
+             f"{comparison.tolerance:.1%} plus the medians' notches")
+    if regressed:
+        return f"{regressed} regressed; {rules}."
+    return f"No regression ({rules})."
 
 
 def regression_lines(comparison: Comparison) -> list[str]:
@@ -180,13 +222,22 @@ def regression_lines(comparison: Comparison) -> list[str]:
     lines = []
     for change in comparison.regressions:
         where = f"case {change.case!r}: " if change.case is not None else ""
+        if change.rule == "budget":
+            was = _budget_side(change, "before")
+            lines.append(f"Regression: {where}{change.subject}: "
+                         f"{_budget_side(change, 'after')} after, {was} before")
+            continue
         if not change.figure:
             lines.append(f"Regression: {where}{change.detail}")
             continue
         relative = _change_text(change.before, change.after)
-        lines.append(
-            f"Regression: {where}{change.subject} {change.figure}: "
-            f"{_exact_figure(change.before, change.unit)} -> "
-            f"{_exact_figure(change.after, change.unit)} ({relative})"
-        )
+        line = (f"Regression: {where}{change.subject} {_figure_name(change)}: "
+                f"{_exact_figure(change.before, change.unit)} -> "
+                f"{_exact_figure(change.after, change.unit)} ({relative})")
+        if change.rule == "ratio":
+            seconds = [change.fact("seconds_before"), change.fact("seconds_after")]
+            if all(isinstance(value, float) for value in seconds):
+                line += (f"; in seconds {format_seconds(float(seconds[0] or 0))} -> "
+                         f"{format_seconds(float(seconds[1] or 0))}")
+        lines.append(line)
     return lines

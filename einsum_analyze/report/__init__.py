@@ -4,7 +4,9 @@
 lies beside the package in ``einsum_analyze/schema/``. :mod:`.budgets` checks a report's
 figures against a user's limits (CI mode), :mod:`.cases` reads a cases file into cases
 and holds a batch's document, :mod:`.compare` compares two saved reports figure by
-figure, and :mod:`.saved` reads saved reports of any schema version.
+figure (:mod:`.changes` holds one compared figure, :mod:`.compare_times` judges the
+runs' times as ratios to the torch baseline), and :mod:`.saved` reads saved reports of
+any schema version.
 
 Everything here is data in, data out: it may import the model, the strategies, the
 search, the roofline and the backends' records (:class:`~einsum_analyze.backends.base.Run`),

@@ -5,16 +5,16 @@ Rules (docs/ci.md):
 - FLOPs and modelled memory are exact: any increase is a regression, any decrease an
   improvement. Compared: forward ``flops`` and ``peak_bytes``; per strategy (matched by
   name) ``backward_flops``, ``retained_bytes`` and ``peak_bytes``.
-- Timings are judged against their recorded spread: a run's median ``forward_s`` or
-  ``backward_s`` (runs matched by strategy, backend and device) regresses when it grows
-  by more than ``tolerance`` (0.05: 5 %) of the median *plus* the two interquartile
-  ranges recorded (``iqr``, before and after), and improves when it shrinks by as much.
-  Two runs of the same code thus never regress by noise their own spreads show. A
+- Timings (runs matched by strategy, backend and device) are compared as ratios to the
+  torch baseline measured in the same report, so that a change of load between the two
+  runs cancels; in seconds only when asked (``times="seconds"``). Either way the margin
+  is ``tolerance`` (0.05: 5 %) plus the recorded spreads (:mod:`.compare_times`). A
   change of exactly the bound (up to float rounding) is unchanged.
 - Measured memory is exact: each run's ``peak_bytes_measured`` and
   ``retained_bytes_measured`` (the allocator's figures) regress on any increase.
-- Budget outcomes: a budget (matched by name and subject) that passed and now fails
-  regresses; one that failed and now passes improves.
+- Budget outcomes: a budget (matched by name and subject) that fails after and did not
+  before (it passed, or it was not set) regresses; one that failed and now passes
+  improves.
 - A figure that is present but not a number (``"flops": "abc"``) makes the document
   unreadable: :class:`InputFileError`, never a silent ``removed``.
 - A strategy, run or case present on one side only is ``added`` or ``removed``, not a
@@ -35,17 +35,17 @@ keys to this version's, and the comparison notes it. Other versions are refused.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import InputFileError
+from .changes import Change, ChangeStatus, number_of, runs_by_key, union
+from .compare_times import TIME_RULES, TimeRule, compare_run_times
 from .report import SCHEMA_VERSION
 from .saved import (
     FORWARD_FIGURES,
     READABLE_VERSIONS,
-    RUN_FIGURES,
     RUN_MEMORY,
     STRATEGY_FIGURES,
     DocumentKind,
@@ -61,66 +61,14 @@ __all__ = [
     "Change",
     "ChangeStatus",
     "Comparison",
+    "TIME_RULES",
+    "TimeRule",
     "compare_reports",
     "load_comparison_schema",
     "upgrade_report",
 ]
 
-ChangeStatus = Literal["regressed", "improved", "unchanged", "added", "removed"]
-Rule = Literal["exact", "relative", "presence", "budget"]
-
-_RUN_IDENTITY = ("strategy", "backend", "device")
 _INPUT_KEYS = ("equation", "shapes", "dtype")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Change:
-    """One figure, before and after.
-
-    Attributes:
-        case: The batch case's name; ``None`` for single reports.
-        subject: ``"forward"``, ``"strategy reverse"``, ``"run 0 (reverse, torch, cpu)"``,
-            or ``"case"`` for a batch case as a whole.
-        figure: The report key compared, e.g. ``"backward_flops"``; ``""`` for a case.
-        unit: ``"flops"``, ``"bytes"``, ``"s"``, or ``""``.
-        before: The figure before (``None``: absent).
-        after: The figure after (``None``: absent).
-        rule: ``"exact"``, ``"relative"`` (timings) or ``"presence"``.
-        status: The verdict.
-        detail: Free text, e.g. the error a case now raises.
-    """
-
-    case: str | None
-    subject: str
-    figure: str
-    unit: Unit
-    before: int | float | None
-    after: int | float | None
-    rule: Rule
-    status: ChangeStatus
-    detail: str = ""
-
-    @property
-    def relative(self) -> float | None:
-        """``(after - before) / before``, when both exist and ``before`` is not 0."""
-        if self.before is None or self.after is None or self.before == 0:
-            return None
-        return (self.after - self.before) / self.before
-
-    def to_dict(self) -> dict[str, Any]:
-        """One entry of the comparison's ``changes`` list."""
-        return {
-            "case": self.case,
-            "subject": self.subject,
-            "figure": self.figure,
-            "unit": self.unit,
-            "before": self.before,
-            "after": self.after,
-            "relative": self.relative,
-            "rule": self.rule,
-            "status": self.status,
-            "detail": self.detail,
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,12 +78,14 @@ class Comparison:
     Attributes:
         kind: ``"report"`` (single) or ``"batch"``.
         tolerance: Relative tolerance applied to timings.
+        times: How timings were compared: ``"ratio"`` or ``"seconds"``.
         changes: Every compared figure, unchanged ones included, in report order.
         notes: Differences that are not figures (a changed equation, shapes, dtype).
     """
 
     kind: DocumentKind
     tolerance: float
+    times: TimeRule
     changes: tuple[Change, ...]
     notes: tuple[str, ...] = ()
 
@@ -162,6 +112,7 @@ class Comparison:
             "tool": {"name": "einsum-analyze", "version": __version__},
             "kind": self.kind,
             "tolerance": self.tolerance,
+            "times": self.times,
             "regressed": self.has_regressions,
             "summary": {
                 status: statuses.count(status)
@@ -177,6 +128,7 @@ def compare_reports(
     after: object,
     *,
     tolerance: float = 0.05,
+    times: TimeRule = "ratio",
     names: tuple[str, str] = ("BEFORE", "AFTER"),
 ) -> Comparison:
     """Compare two reports (single or batch) read back from JSON.
@@ -185,6 +137,8 @@ def compare_reports(
         before: The report before the change.
         after: The report after the change.
         tolerance: Relative tolerance for timings, at least 0 (0.05: 5 %).
+        times: ``"ratio"``: each run's times over the torch baseline's in the same report
+            (:mod:`.compare_times`); ``"seconds"``: the times themselves.
         names: What to call the two documents in messages, e.g. their file names.
 
     Returns:
@@ -203,6 +157,9 @@ def compare_reports(
     """
     if isinstance(tolerance, bool) or not tolerance >= 0:
         raise InputFileError(f"tolerance is {tolerance!r}; expected a number of at least 0")
+    if times not in TIME_RULES:
+        raise InputFileError(f"times is {times!r}; expected one of {', '.join(TIME_RULES)}")
+    rules = _Rules(tolerance=float(tolerance), times=times)
     name_before, name_after = names
     kind_before = document_kind(before, name_before)
     kind_after = document_kind(after, name_after)
@@ -222,65 +179,23 @@ def compare_reports(
     check_figures(before, name_before)
     check_figures(after, name_after)
     if kind_before == "report":
-        _compare_single(before, after, None, tolerance, changes, notes)
+        _compare_single(before, after, None, rules, changes, notes)
     else:
-        _compare_batch(before, after, tolerance, changes, notes)
-    return Comparison(kind=kind_before, tolerance=float(tolerance), changes=tuple(changes),
-                      notes=tuple(notes))
+        _compare_batch(before, after, rules, changes, notes)
+    return Comparison(kind=kind_before, tolerance=float(tolerance), times=times,
+                      changes=tuple(changes), notes=tuple(notes))
 
 
-def _number(value: object) -> int | float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return value
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Rules:
+    tolerance: float
+    times: TimeRule
 
 
-def _median(stats: object) -> float | None:
-    if isinstance(stats, Mapping):
-        value = _number(stats.get("median"))
-        return None if value is None else float(value)
-    return None
-
-
-def _iqr(stats: object) -> float:
-    if isinstance(stats, Mapping):
-        value = _number(stats.get("iqr"))
-        return float(value) if value is not None else 0.0
-    return 0.0
-
-
-def _verdict(
-    before: int | float | None, after: int | float | None, rule: Rule, tolerance: float,
-    spread: float = 0.0,
-) -> ChangeStatus:
-    if before is None and after is None:
-        return "unchanged"
-    if before is None:
-        return "added"
-    if after is None:
-        return "removed"
-    if rule == "relative":
-        margin = before * tolerance + spread
-        if _beyond(after, before + margin):
-            return "regressed"
-        if _beyond(before - margin, after):
-            return "improved"
-        return "unchanged"
-    if after > before:
-        return "regressed"
-    if after < before:
-        return "improved"
-    return "unchanged"
-
-
-def _beyond(larger: float, bound: float) -> bool:
-    """``larger > bound``, where a bound reached up to float rounding is not beyond.
-
-    With a 15 % tolerance, ``0.115`` after ``0.1`` is at the tolerance although
-    ``0.1 * 1.15`` is ``0.11499999999999999`` in floats; likewise ``0.009`` after ``0.010``
-    with 10 % (``0.010 * 0.9`` is ``0.009000000000000001``).
-    """
-    return larger > bound and not math.isclose(larger, bound, rel_tol=1e-12, abs_tol=0.0)
+def _by_name(items: object) -> dict[str, Mapping[str, Any]]:
+    if not isinstance(items, list):
+        return {}
+    return {str(s["name"]): s for s in items if isinstance(s, Mapping) and "name" in s}
 
 
 def _add(
@@ -291,48 +206,25 @@ def _add(
     unit: Unit,
     before: int | float | None,
     after: int | float | None,
-    rule: Rule,
-    tolerance: float,
-    spread: float = 0.0,
 ) -> None:
-    detail = f"recorded IQRs together {spread:.3g} s" if spread else ""
+    """An exact figure: any increase regresses, any decrease improves."""
+    status: ChangeStatus = (
+        "unchanged" if before is None and after is None
+        else "added" if before is None
+        else "removed" if after is None
+        else "regressed" if after > before
+        else "improved" if after < before
+        else "unchanged"
+    )
     changes.append(Change(case=case, subject=subject, figure=figure, unit=unit, before=before,
-                          after=after, rule=rule,
-                          status=_verdict(before, after, rule, tolerance, spread),
-                          detail=detail))
-
-
-def _by_name(items: object) -> dict[str, Mapping[str, Any]]:
-    if not isinstance(items, list):
-        return {}
-    return {str(s["name"]): s for s in items if isinstance(s, Mapping) and "name" in s}
-
-
-def _runs_by_key(items: object) -> dict[str, Mapping[str, Any]]:
-    if not isinstance(items, list):
-        return {}
-    keyed: dict[str, Mapping[str, Any]] = {}
-    for number, run in enumerate(items):
-        if not isinstance(run, Mapping):
-            continue
-        identity = [str(run[k]) for k in _RUN_IDENTITY if run.get(k)]
-        if run.get("baseline"):
-            identity.append("baseline")
-        key = "run " + (", ".join(identity) if identity else str(number))
-        repeat = 2
-        base = key
-        while key in keyed:
-            key = f"{base} #{repeat}"
-            repeat += 1
-        keyed[key] = run
-    return keyed
+                          after=after, rule="exact", status=status))
 
 
 def _compare_single(
     before: Mapping[str, Any],
     after: Mapping[str, Any],
     case: str | None,
-    tolerance: float,
+    rules: _Rules,
     changes: list[Change],
     notes: list[str],
 ) -> None:
@@ -344,22 +236,22 @@ def _compare_single(
     if fwd_before.get("optimizer") != fwd_after.get("optimizer"):
         notes.append(f"{where}optimizer changed from {fwd_before.get('optimizer')!r} "
                      f"to {fwd_after.get('optimizer')!r}")
-    same_limit = _compare_limits(before, after, case, tolerance, changes, notes)
-    _compare_recommended(before, after, case, same_limit, tolerance, changes, notes)
+    same_limit = _compare_limits(before, after, case, rules, changes, notes)
+    _compare_recommended(before, after, case, same_limit, rules, changes, notes)
     if not same_limit:
-        _compare_runs(before, after, case, tolerance, changes)
+        _compare_runs(before, after, case, rules, changes, notes)
         return
     for figure, unit in FORWARD_FIGURES:
-        _add(changes, case, "forward", figure, unit, _number(fwd_before.get(figure)),
-             _number(fwd_after.get(figure)), "exact", tolerance)
+        _add(changes, case, "forward", figure, unit, number_of(fwd_before.get(figure)),
+             number_of(fwd_after.get(figure)))
     strategies_before = _by_name(before.get("strategies"))
     strategies_after = _by_name(after.get("strategies"))
-    for name in _union(strategies_before, strategies_after):
+    for name in union(strategies_before, strategies_after):
         old, new = strategies_before.get(name, {}), strategies_after.get(name, {})
         for figure, unit in STRATEGY_FIGURES:
-            _add(changes, case, f"strategy {name}", figure, unit, _number(old.get(figure)),
-                 _number(new.get(figure)), "exact", tolerance)
-    _compare_runs(before, after, case, tolerance, changes)
+            _add(changes, case, f"strategy {name}", figure, unit, number_of(old.get(figure)),
+                 number_of(new.get(figure)))
+    _compare_runs(before, after, case, rules, changes, notes)
 
 
 def _limit_key(report: Mapping[str, Any]) -> tuple[object, ...]:
@@ -375,7 +267,7 @@ def _compare_limits(
     before: Mapping[str, Any],
     after: Mapping[str, Any],
     case: str | None,
-    tolerance: float,
+    rules: _Rules,
     changes: list[Change],
     notes: list[str],
 ) -> bool:
@@ -389,7 +281,7 @@ def _compare_limits(
                      + ("" if same else "; the figures that depend on it are not compared"))
     rows_before = _rows_by_limit(before.get("memory_limits"))
     rows_after = _rows_by_limit(after.get("memory_limits"))
-    for limit in _union(rows_before, rows_after):
+    for limit in union(rows_before, rows_after):
         old, new = rows_before.get(limit), rows_after.get(limit)
         subject = f"memory limit {limit}"
         if old is None or new is None:
@@ -401,14 +293,14 @@ def _compare_limits(
         row_figures: tuple[tuple[str, Unit], ...] = (
             ("forward_flops", "flops"), ("inference_peak_bytes", "bytes"))
         for figure, unit in row_figures:
-            _add(changes, case, subject, figure, unit, _number(old.get(figure)),
-                 _number(new.get(figure)), "exact", tolerance)
+            _add(changes, case, subject, figure, unit, number_of(old.get(figure)),
+                 number_of(new.get(figure)))
         old_s, new_s = _by_name(old.get("strategies")), _by_name(new.get("strategies"))
-        for name in _union(old_s, new_s):
+        for name in union(old_s, new_s):
             for figure, unit in STRATEGY_FIGURES:
                 _add(changes, case, f"{subject}, strategy {name}", figure, unit,
-                     _number(old_s.get(name, {}).get(figure)),
-                     _number(new_s.get(name, {}).get(figure)), "exact", tolerance)
+                     number_of(old_s.get(name, {}).get(figure)),
+                     number_of(new_s.get(name, {}).get(figure)))
     return same
 
 
@@ -433,7 +325,7 @@ def _compare_recommended(
     after: Mapping[str, Any],
     case: str | None,
     same_limit: bool,
-    tolerance: float,
+    rules: _Rules,
     changes: list[Change],
     notes: list[str],
 ) -> None:
@@ -455,28 +347,26 @@ def _compare_recommended(
     plan_figures: tuple[tuple[str, Unit], ...] = (
         ("training_flops", "flops"), ("peak_bytes", "bytes"))
     for figure, unit in plan_figures:
-        _add(changes, case, "recommended", figure, unit, _number(old.get(figure)),
-             _number(new.get(figure)), "exact", tolerance)
+        _add(changes, case, "recommended", figure, unit, number_of(old.get(figure)),
+             number_of(new.get(figure)))
 
 
 def _compare_runs(
     before: Mapping[str, Any],
     after: Mapping[str, Any],
     case: str | None,
-    tolerance: float,
+    rules: _Rules,
     changes: list[Change],
+    notes: list[str],
 ) -> None:
-    runs_before = _runs_by_key(before.get("runs"))
-    runs_after = _runs_by_key(after.get("runs"))
-    for key in _union(runs_before, runs_after):
+    compare_run_times(before, after, case, rules.tolerance, rules.times, changes, notes)
+    runs_before = runs_by_key(before.get("runs"))
+    runs_after = runs_by_key(after.get("runs"))
+    for key in union(runs_before, runs_after):
         old, new = runs_before.get(key, {}), runs_after.get(key, {})
-        for figure in RUN_FIGURES:
-            _add(changes, case, key, figure, "s", _median(old.get(figure)),
-                 _median(new.get(figure)), "relative", tolerance,
-                 _iqr(old.get(figure)) + _iqr(new.get(figure)))
         for figure, unit in RUN_MEMORY:
-            _add(changes, case, key, figure, unit, _number(old.get(figure)),
-                 _number(new.get(figure)), "exact", tolerance)
+            _add(changes, case, key, figure, unit, number_of(old.get(figure)),
+                 number_of(new.get(figure)))
     _compare_budgets(before, after, case, changes)
 
 
@@ -484,38 +374,56 @@ def _compare_budgets(
     before: Mapping[str, Any], after: Mapping[str, Any], case: str | None,
     changes: list[Change],
 ) -> None:
-    """A budget that passed and now fails regresses; the reverse improves."""
+    """A budget that fails after and did not before (it passed, or was not set) regresses.
 
-    def outcomes(doc: Mapping[str, Any]) -> dict[str, bool]:
-        return {f"budget {b.get('name')} on {b.get('subject')}": bool(b.get("passed"))
+    One that failed and now passes improves; one set on one side only and passing is
+    ``added`` or ``removed``. Each change carries the figure and the limit of both sides.
+    """
+
+    def budgets(doc: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        return {f"budget {b.get('name')} on {b.get('subject')}": b
                 for b in doc.get("budgets") or () if isinstance(b, Mapping)}
 
-    old, new = outcomes(before), outcomes(after)
-    for subject in _union(old, new):
-        was, now = old.get(subject), new.get(subject)
-        if was is None or now is None:
-            status: ChangeStatus = "added" if was is None else "removed"
-        elif was == now:
+    old, new = budgets(before), budgets(after)
+    for subject in union(old, new):
+        was = bool(old[subject].get("passed")) if subject in old else None
+        now = bool(new[subject].get("passed")) if subject in new else None
+        status: ChangeStatus
+        if was == now:
             status = "unchanged"
+        elif now is False:
+            status = "regressed"
+        elif was is False:
+            status = "improved" if now else "removed"
         else:
-            status = "regressed" if was else "improved"
-        words = {True: "passed", False: "exceeded", None: "absent"}
+            status = "added" if was is None else "removed"
+        words = {True: "passed", False: "exceeded", None: "not set"}
+        unit = (new.get(subject) or old[subject]).get("unit")
+        context = (
+            ("value_before", number_of(old.get(subject, {}).get("value"))),
+            ("limit_before", number_of(old.get(subject, {}).get("limit"))),
+            ("value_after", number_of(new.get(subject, {}).get("value"))),
+            ("limit_after", number_of(new.get(subject, {}).get("limit"))),
+            ("budget_unit", unit if isinstance(unit, str) else None),
+        )
         changes.append(Change(case=case, subject=subject, figure="passed", unit="",
                               before=None if was is None else int(was),
                               after=None if now is None else int(now), rule="budget",
-                              status=status, detail=f"{words[was]} -> {words[now]}"))
+                              status=status,
+                              detail=f"{words[was]} before, {words[now]} after",
+                              context=context))
 
 
 def _compare_batch(
     before: Mapping[str, Any],
     after: Mapping[str, Any],
-    tolerance: float,
+    rules: _Rules,
     changes: list[Change],
     notes: list[str],
 ) -> None:
     cases_before = _by_name(before["cases"])
     cases_after = _by_name(after["cases"])
-    for name in _union(cases_before, cases_after):
+    for name in union(cases_before, cases_after):
         old, new = cases_before.get(name), cases_after.get(name)
         old_report = old.get("report") if old is not None else None
         new_report = new.get("report") if new is not None else None
@@ -536,9 +444,4 @@ def _compare_batch(
                                   after=None, rule="presence", status=status, detail=detail))
             continue
         assert isinstance(old_report, Mapping) and isinstance(new_report, Mapping)
-        _compare_single(old_report, new_report, name, tolerance, changes, notes)
-
-
-def _union(first: Mapping[str, Any], second: Mapping[str, Any]) -> Sequence[str]:
-    """Keys of ``first`` in order, then those only ``second`` has."""
-    return [*first, *(key for key in second if key not in first)]
+        _compare_single(old_report, new_report, name, rules, changes, notes)

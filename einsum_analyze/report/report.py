@@ -164,8 +164,13 @@ class Report:
                 "optimizer": plan.optimizer,
                 "memory_limit_elements": self.memory_limit_elements,
                 "path": [list(p) for p in plan.path],
-                "flops": plan.flops,
-                "log10_flops": _log10(plan.flops),
+                "flops": plan.user_flops,
+                "log10_flops": _log10(plan.user_flops),
+                **(
+                    {"flops_after_normalisation": plan.flops}
+                    if plan.user_flops != plan.flops
+                    else {}
+                ),
                 "naive_flops": plan.naive_flops,
                 "speedup": plan.speedup,
                 "log10_speedup": plan.log10_speedup,

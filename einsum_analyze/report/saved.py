@@ -34,7 +34,7 @@ READABLE_VERSIONS: tuple[int, ...] = (1, SCHEMA_VERSION)
 """The ``schema_version`` values :func:`~.compare.compare_reports` reads (older ones are
 upgraded)."""
 
-Unit = Literal["flops", "bytes", "s", ""]
+Unit = Literal["flops", "bytes", "s", "ratio", ""]
 DocumentKind = Literal["report", "batch"]
 
 FORWARD_FIGURES: tuple[tuple[str, Unit], ...] = (("flops", "flops"), ("peak_bytes", "bytes"))

@@ -130,7 +130,7 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: list[torch.Tensor]
         # Eager: the node holds the saved tensors in a list that backward empties, so
         # that the schedule frees each one when its last reader is done (tensors saved
         # with save_for_backward would live until the whole backward returns).
-        ctx.held = [saved]
+        _hold(ctx, plan, saved, tuple(operands))
 
 
 def _tracing(tensor: torch.Tensor) -> bool:
@@ -143,6 +143,75 @@ def _tracing(tensor: torch.Tensor) -> bool:
                                                                  torch.nn.Parameter)
 
 
+def _hold(ctx: Any, plan: DropinPlan, saved: list[torch.Tensor],
+          operands: tuple[torch.Tensor, ...]) -> None:
+    """Keep what backward reads: the saved tensors, their versions, the operands.
+
+    The operands are references to the caller's tensors (they are inputs, live
+    throughout in the plan's model); only a double backward reads them.
+    """
+    ctx.held = [saved]
+    ctx.versions = tuple(t._version for t in saved)  # noqa: SLF001
+    ctx.operands = operands
+    ctx.operand_versions = tuple(t._version for t in operands)  # noqa: SLF001
+    ctx.equation = plan.equation
+
+
+def _take_saved(ctx: Any) -> list[torch.Tensor]:
+    """The held tensors for this backward, checked as autograd checks saved tensors.
+
+    With ``retain_graph`` they stay held for the next backward; else this backward
+    takes them, and the schedule frees each one as it is done with it.
+
+    Raises:
+        RuntimeError: A second backward through a graph that was not retained, or a
+            saved tensor modified in place since forward (torch's messages).
+    """
+    if not ctx.held:
+        raise RuntimeError(
+            "Trying to backward through the graph a second time (or directly access saved "
+            "tensors after they have already been freed): einsum_analyze.torch.einsum "
+            "frees its saved tensors in backward; specify retain_graph=True to keep them")
+    saved: list[torch.Tensor] = ctx.held[-1]
+    _check_versions(saved, ctx.versions)
+    if _keep_graph():
+        return list(saved)
+    return ctx.held.pop()  # type: ignore[no-any-return]
+
+
+def _check_versions(tensors: Sequence[torch.Tensor], versions: Sequence[int]) -> None:
+    for tensor, version in zip(tensors, versions, strict=True):
+        now = tensor._version  # noqa: SLF001
+        if now != version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by "
+                f"an inplace operation: [{tensor.type()} {list(tensor.shape)}] is at version "
+                f"{now}; expected version {version} instead (saved by "
+                "einsum_analyze.torch.einsum)")
+
+
+def _keep_graph() -> bool:
+    """Whether the backward running now retains the graph (``retain_graph=True``)."""
+    return bool(torch._C._autograd._get_current_graph_task_keep_graph())  # noqa: SLF001
+
+
+def _differentiable_gradients(ctx: Any, upstream: torch.Tensor,
+                              grad: Sequence[int]) -> list[torch.Tensor]:
+    """The gradients of operands ``grad`` as differentiable torch ops (double backward).
+
+    ``create_graph=True``: torch.einsum's own backward over the caller's operands, so
+    that the gradients carry a graph back to the operands and to ``upstream``.
+    """
+    from .calls import TORCH_EINSUM
+
+    _check_versions(ctx.operands, ctx.operand_versions)
+    operands = ctx.operands
+    with torch.enable_grad():
+        result = TORCH_EINSUM(ctx.equation, *operands)
+        return list(torch.autograd.grad(result, [operands[k] for k in grad], upstream,
+                                        create_graph=True, allow_unused=True))
+
+
 def _backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple[Any, ...]:
     nones = (None,) * 5
     upstream = grads[0]
@@ -151,22 +220,17 @@ def _backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple[Any, ...]:
         return ([None] * ctx.count, *nones)
     if ctx.held is None:
         saved = list(ctx.saved_tensors)
-    elif ctx.held:
-        saved = ctx.held.pop()
-    else:
-        raise DropinError(
-            "einsum_analyze.torch.einsum: backward ran twice through the same graph; its "
-            "saved tensors are freed after the first (use torch.einsum to retain the graph)"
-        )
-    if torch.is_grad_enabled() and (upstream.requires_grad or any(t.requires_grad for t in saved)):
-        raise DropinError(
-            "einsum_analyze.torch.einsum does not support double backward (create_graph=True); "
-            "use torch.einsum for higher-order gradients"
-        )
-    if ctx.held is None:
+        if torch.is_grad_enabled() and not torch.compiler.is_compiling():
+            raise DropinError(
+                "einsum_analyze.torch.einsum: double backward (create_graph=True) through a "
+                "traced call; call it eagerly, or use torch.einsum")
         computed = contract_backward(upstream, saved, equation, strategy, optimize, budget,
                                       mask, ctx.shapes)
+    elif torch.is_grad_enabled():
+        wanted = [k for k, on in enumerate(mask) if on]
+        computed = _differentiable_gradients(ctx, upstream, wanted)
     else:
+        saved = _take_saved(ctx)
         plan = _plan_for_backward(upstream, equation, strategy, optimize, budget, mask,
                                   ctx.shapes)
         computed = _run_backward(plan, upstream, saved)
@@ -187,44 +251,45 @@ class EagerContract(torch.autograd.Function):
     """The op's eager twin: the same plan, forward and backward, as one autograd node."""
 
     @staticmethod
-    def forward(ctx: Any, plan: DropinPlan, *operands: torch.Tensor) -> torch.Tensor:
-        """The plan's forward events; the tensors it keeps are held for one backward."""
-        live = plan.run_forward(operands)
+    def forward(ctx: Any, plan: DropinPlan, operands: tuple[torch.Tensor, ...],
+                *tensors: torch.Tensor) -> torch.Tensor:
+        """The plan's forward events on ``tensors`` (``operands`` made contiguous).
+
+        The tensors the plan keeps are held for backward; ``operands``, the caller's
+        tensors, only as references for a double backward.
+        """
+        live = plan.run_forward(tensors)
         out: torch.Tensor = live[plan.output]
         if plan.output_may_alias:
-            out = _own(out, operands)
+            out = _own(out, tensors)
         ctx.plan = plan
-        ctx.held = [[live[name] for name in plan.saved_names]]
+        _hold(ctx, plan, [live[name] for name in plan.saved_names], operands)
         ctx.set_materialize_grads(False)
         return out
 
     @staticmethod
     def backward(ctx: Any, upstream: torch.Tensor | None) -> tuple[Any, ...]:
-        """The plan's backward events; the held tensors are freed as the schedule says."""
+        """The plan's backward events; the held tensors are freed as the schedule says.
+
+        Under ``create_graph=True`` the gradients are torch.einsum's differentiable
+        backward instead, so that they can be differentiated again.
+        """
         plan: DropinPlan = ctx.plan
         if upstream is None:
             return (None,) * len(ctx.needs_input_grad)
-        if not ctx.held:
-            raise DropinError(
-                "einsum_analyze.torch.einsum: backward ran twice through the same graph; "
-                "its saved tensors are freed after the first (use torch.einsum to retain "
-                "the graph)"
-            )
-        saved = ctx.held.pop()
         if torch.is_grad_enabled():
-            raise DropinError(
-                "einsum_analyze.torch.einsum does not support double backward "
-                "(create_graph=True); use torch.einsum for higher-order gradients"
-            )
-        seed = upstream.contiguous()
-        if seed is upstream and seed.is_complex():
-            seed = seed.clone()  # the seed is conjugated in place (backward's conjugated space)
-        gradients = plan.run_backward(saved, seed)  # empties ``saved``: freed as scheduled
+            gradients = _differentiable_gradients(ctx, upstream, plan.grad)
+        else:
+            saved = _take_saved(ctx)
+            seed = upstream.contiguous()
+            if seed is upstream and seed.is_complex():
+                seed = seed.clone()  # the seed is conjugated in place (conjugated space)
+            gradients = plan.run_backward(saved, seed)  # empties ``saved``: freed as scheduled
         if len(gradients) == len(plan.operand_names):
-            return (None, *gradients)  # the plan's slot, then every operand's
+            return (None, None, *gradients)  # the plan's and operands' slots, then each one's
         returned: list[Any] = [None] * len(ctx.needs_input_grad)
         for k, gradient in zip(plan.grad, gradients, strict=True):
-            returned[k + 1] = gradient
+            returned[k + 2] = gradient
         return tuple(returned)
 
 

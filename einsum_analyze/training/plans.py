@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -33,7 +33,9 @@ import torch
 
 from ..errors import DropinError, DropinValueError, EinsumAnalyzeError
 from ..strategies import StrategyResult
+from .calls import TORCH_EINSUM, same_layout, torch_layout
 from .choice import choose_dropin
+from .relayout import with_layout_copy
 
 __all__ = [
     "DTYPE_NAMES",
@@ -48,6 +50,7 @@ __all__ = [
     "plan_eager_call",
     "plan_key",
     "set_cache_size",
+    "traced_runs_torch",
 ]
 
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
@@ -58,7 +61,7 @@ _LOG = logging.getLogger("einsum_analyze.torch")
 def _input_error(message: str, equation: str, shapes: Sequence[Sequence[int]]) -> DropinError:
     """The error to raise: of the type torch.einsum raises for the same input."""
     try:
-        torch.einsum(equation, *(torch.empty(tuple(s), device="meta") for s in shapes))
+        TORCH_EINSUM(equation, *(torch.empty(tuple(s), device="meta") for s in shapes))
     except ValueError:
         return DropinValueError(message)
     except Exception:  # noqa: BLE001 - torch's own RuntimeError, or anything else
@@ -113,9 +116,19 @@ class DropinPlan:
         saved_names: Names of the saved tensors, in the order the backward op takes them
             (set from ``saved_operands`` and ``new_saved``).
         gradient_names: ``d0``, ... in ``grad`` order (set from ``grad``).
+        relayout: Shape and strides of torch.einsum's result where the schedule's
+            differs: forward copies its result into that layout (the copy is in
+            ``result``'s events and memory); None where they agree.
+        equation: The equation as the caller wrote it (a double backward runs
+            torch.einsum on it).
         runs_torch: Eager calls run torch.einsum itself (``auto`` found no plan
-            predicted to beat it); traced calls still run this plan.
+            predicted to beat it), through :meth:`call_torch`; traced calls still run
+            this plan.
         reason: Why this plan, or torch.einsum, runs (one line, with the figures).
+        torch_path: The flat path torch.einsum asks opt_einsum for on these shapes
+            (``torch.backends.opt_einsum`` as it was when the plan was made); None where
+            it asks for none (two operands or fewer) or torch.einsum is left to plan
+            (opt_einsum off or unavailable).
     """
 
     strategy: str
@@ -131,8 +144,11 @@ class DropinPlan:
     operand_names: tuple[str, ...] = ()
     saved_names: tuple[str, ...] = ()
     gradient_names: tuple[str, ...] = ()
+    relayout: Layout | None = None
+    equation: str = ""
     runs_torch: bool = False
     reason: str = ""
+    torch_path: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         # Names built once: a cache hit formats no string.
@@ -147,8 +163,26 @@ class DropinPlan:
                 else {f"in{k}": t for k, t in enumerate(operands)})
         if torch.is_grad_enabled():
             with torch.no_grad():
-                return _run(self.compiled.forward, live)
-        return _run(self.compiled.forward, live)  # inside autograd.Function.forward
+                _run(self.compiled.forward, live)
+        else:
+            _run(self.compiled.forward, live)  # inside autograd.Function.forward
+        if self.relayout is not None:
+            live[self.output] = _relaid(live[self.output], self.relayout)
+        return live
+
+    def call_torch(self, equation: str, operands: Sequence[Any]) -> torch.Tensor:
+        """torch.einsum's own execution: its kernel, on the path it would plan itself.
+
+        torch.einsum plans a path with opt_einsum on every call of three operands or
+        more; the plan holds that path, so the call goes straight to the kernel
+        (``torch._VF.einsum``). Operands with ``__torch_function__`` go through
+        torch.einsum itself.
+        """
+        if self.torch_path is not None and not _has_torch_function(operands):
+            return _VF_EINSUM(equation, operands, path=self.torch_path)
+        if len(operands) <= 2 and not _has_torch_function(operands):
+            return _VF_EINSUM(equation, operands)
+        return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
 
     def run_backward(self, saved: Sequence[Any], seed: Any) -> list[Any]:
         """The backward events; returns the gradients in ``grad`` order.
@@ -167,6 +201,34 @@ class DropinPlan:
         return [live[name] for name in self.gradient_names]
 
 
+def _relaid(tensor: Any, layout: Layout) -> Any:
+    """``tensor`` copied into torch.einsum's layout (a fresh tensor of ``layout``)."""
+    out = torch.empty_strided(layout[0], layout[1], dtype=tensor.dtype, device=tensor.device)
+    with torch.no_grad():
+        out.copy_(tensor)
+    return out
+
+
+_VF_EINSUM: Callable[..., torch.Tensor] = torch._VF.einsum  # type: ignore[attr-defined]
+_has_torch_function: Callable[[Any], bool] = torch.overrides.has_torch_function
+
+
+def _torch_path(equation: str, shapes: Sequence[Sequence[int]]) -> tuple[int, ...] | None:
+    """The flat path torch.einsum would ask opt_einsum for (as torch.functional.einsum)."""
+    from torch.backends import opt_einsum as torch_opt_einsum
+
+    if len(shapes) <= 2 or not torch_opt_einsum.enabled or not torch_opt_einsum.is_available():
+        return None
+    import opt_einsum
+
+    try:
+        path, _ = opt_einsum.contract_path(equation, *shapes, shapes=True,
+                                           optimize=torch_opt_einsum.strategy)
+    except ValueError:  # torch.einsum reads the call itself, every time
+        return None
+    return tuple(k for pair in path for k in pair)
+
+
 def _run(ops: Sequence[Any], live: dict[str, Any]) -> dict[str, Any]:
     """The compiled events on ``live``, as ``run_compiled`` runs them without a hook.
 
@@ -182,8 +244,13 @@ def _run(ops: Sequence[Any], live: dict[str, Any]) -> dict[str, Any]:
 
 def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                mask: tuple[bool, ...], strategy: str, optimize: str,
-               budget: int) -> DropinPlan:
-    """Choose, compile and lay out one plan (a cache miss)."""
+               budget: int, torch_result: Layout | None = None) -> DropinPlan:
+    """Choose, compile and lay out one plan (a cache miss).
+
+    ``torch_result`` is torch.einsum's result layout for this call
+    (:func:`.calls.torch_layout`); where the schedule's differs, the plan copies its
+    result into it.
+    """
     from ..backends.torch_backend import run_compiled
     from ..backends.torch_kernels import compile_schedule
 
@@ -209,7 +276,13 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                       if not (name.startswith("in") and int(name[2:]) in saved_operands))
     if compiled.output in read:
         raise AssertionError("the drop-in does not support a backward that reads the output")
-    forward_layouts = tuple(_layout(live[name]) for name in (compiled.output, *new_saved))
+    relayout = None
+    if torch_result is not None and not same_layout(
+            torch_result[0], torch_result[1], _layout(live[compiled.output])[1]):
+        relayout = torch_result
+        result = with_layout_copy(result, compiled.output, dtype)
+    forward_layouts = ((relayout or _layout(live[compiled.output])),
+                       *(_layout(live[name]) for name in new_saved))
     gradient_layouts: tuple[Layout, ...] = ()
     if grad:
         state = {name: live[name] for name in (*(f"in{k}" for k in saved_operands), *new_saved)}
@@ -221,9 +294,13 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                       output=compiled.output, grad=grad, saved_operands=saved_operands,
                       new_saved=new_saved, forward_layouts=forward_layouts,
                       gradient_layouts=gradient_layouts,
-                      output_may_alias=_reaches_an_operand(result.events, compiled.output),
+                      output_may_alias=(relayout is None
+                                        and _reaches_an_operand(result.events, compiled.output)),
                       operand_names=tuple(f"in{k}" for k in range(len(shapes))),
-                      runs_torch=choice.runs_torch, reason=choice.reason)
+                      relayout=relayout, equation=equation,
+                      runs_torch=choice.runs_torch, reason=choice.reason,
+                      torch_path=_torch_path(equation, shapes) if choice.runs_torch
+                      else None)
 
 
 def _reaches_an_operand(events: Sequence[Any], name: str) -> bool:
@@ -271,7 +348,10 @@ def get_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str, dev
             return plan
         cache.misses += 1
     try:
-        plan = build_plan(equation, shapes, dtype, mask, strategy, optimize, budget)
+        # torch.einsum's verdict first: a call it refuses is refused alike, planning nothing
+        torch_result = torch_layout(equation, shapes, dtype)
+        plan = build_plan(equation, shapes, dtype, mask, strategy, optimize, budget,
+                          torch_result)
     except DropinError:
         raise
     except EinsumAnalyzeError as err:
@@ -360,6 +440,20 @@ def plan_eager_call(fast: tuple[Any, ...], operands: Sequence[torch.Tensor], equ
     plan = get_plan(*key)
     remember_eager(fast, key, plan)
     return plan
+
+
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
+def traced_runs_torch(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
+                      device: str, mask: tuple[bool, ...], strategy: str, optimize: str,
+                      budget: int) -> bool:
+    """Whether a traced call runs torch.einsum itself (its plan's ``runs_torch``).
+
+    A compiler calls this once while it traces, with the call's static sizes, and keeps
+    the answer as a constant: the graph then holds torch.einsum, which the compiler
+    lowers as it lowers any torch.einsum, or else the custom op of the plan.
+    """
+    return get_plan(equation, shapes, dtype, device, mask, strategy, optimize,
+                    budget).runs_torch
 
 
 def cache_info() -> CacheInfo:

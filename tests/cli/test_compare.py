@@ -96,7 +96,8 @@ def test_tolerance_applies_to_timings(reports: dict[str, str], tmp_path: Path,
                                       tolerance: str, code: int) -> None:
     before = _with_runs(reports["small"], 0.010, tmp_path, "b.json")
     after = _with_runs(reports["small"], 0.012, tmp_path, "a.json")  # +20 %
-    result = _invoke(cli, ["compare", before, after, "--tolerance", tolerance])
+    result = _invoke(cli, ["compare", before, after, "--tolerance", tolerance,
+                           "--times", "seconds"])
     assert result.exit_code == code
     if code:
         assert result.stderr.startswith("Regression: run reverse, torch, cpu forward_s: ")
@@ -230,3 +231,14 @@ def test_an_unreadable_version_is_one_line_naming_file_and_version(
         f"Error: AFTER {str(path)!r} has schema_version {version!r}; this einsum-analyze "
         "reads versions 1 and 2 (docs/schema.md)\n"
     )
+
+
+def test_a_budget_set_and_exceeded_only_after_is_a_regression_in_words(tmp_path: Path) -> None:
+    args = ["bc,bd,cm,mdn->bn", "--shapes", "512x2,512x2,2x7,7x2x7"]
+    before = _save(tmp_path, "before.json", args)
+    after = _save(tmp_path, "after.json", [*args, "--max-peak", "50KiB"])
+    result = _invoke(cli, ["compare", before, after])
+    assert result.exit_code == 1
+    assert result.stderr == ("Regression: budget max-peak on strategy reverse: exceeded "
+                             "(52.88 KiB > 50.00 KiB) after, not set before\n")
+    assert "not set" in result.stdout and "exceeded (52.88 KiB > 50.00 KiB)" in result.stdout

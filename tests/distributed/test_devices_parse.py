@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -20,12 +19,10 @@ from einsum_analyze.errors import BackendUnavailableError
     (",".join(f"cpu:{k}" for k in range(65)), "at most 64"),
 ])
 def test_bad_lists_are_refused_at_once(text: str, culprit: str) -> None:
-    start = time.perf_counter()
     with pytest.raises(BackendUnavailableError) as caught:
         parse_devices(text, cuda_count=lambda: 2)
     assert culprit in str(caught.value) and "\n" not in str(caught.value)
     assert len(str(caught.value)) < 200
-    assert time.perf_counter() - start < 1.0
 
 
 def test_a_large_cpu_number_only_names_the_process() -> None:
@@ -51,7 +48,5 @@ def test_a_bad_assignment_is_refused_before_any_process(assignment: list[list[in
     job = DistributedJob(runner=runner, text="ij,jk->ik", explicit="ij,jk->ik",
                          shapes=((2, 4), (4, 2)), output_shape=(2, 2), dtype="float64",
                          grad=(0, 1), repeats=1, warmup=0, timeout_s=30.0)
-    start = time.perf_counter()
     with pytest.raises(PlanningError, match="every slice 0 to 3 in exactly one"):
         run_distributed(job, parse_devices("cpu*2"), assignment=assignment)
-    assert time.perf_counter() - start < 1.0

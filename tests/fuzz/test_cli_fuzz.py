@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import time
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -20,7 +19,6 @@ from einsum_analyze.cli import cli
 
 SEED = int(os.environ.get("FUZZ_SEED", "20261130"))
 COUNT = int(os.environ.get("FUZZ_COUNT", "3000"))
-BUDGET_S = 60.0
 
 _LABELS = "abcdijk...->,0 A"
 _WEIRD = ["", " ", "-", "--", "()", "[]", "[[", "nan", "inf", "-1", "0", "1e999",
@@ -176,7 +174,6 @@ def test_cli_fuzz_never_crashes(tmp_path: Path) -> None:
         path.write_text(text, encoding="utf-8")
         _ROOFLINE_FILES.append(str(path))
     runner = CliRunner()
-    start = time.perf_counter()
     exits: dict[int, int] = {}
     for number in range(COUNT):
         args = _arguments(r, tmp_path, number)
@@ -193,8 +190,6 @@ def test_cli_fuzz_never_crashes(tmp_path: Path) -> None:
             assert len(lines) == 1 and lines[0].startswith("Error: "), (args, result.stderr)
             assert result.stdout == "", (args, result.stdout[:200])
         exits[result.exit_code] = exits.get(result.exit_code, 0) + 1
-        elapsed = time.perf_counter() - start
-        assert elapsed < 3 * BUDGET_S, f"{number} inputs took {elapsed:.0f} s"
     # The inputs reach the analysis, not only the option parser.
     assert exits.get(0, 0) > COUNT // 5, exits
     assert exits.get(2, 0) > COUNT // 4, exits

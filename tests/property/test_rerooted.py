@@ -12,7 +12,6 @@ reproduced here as the reference.
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 from corpus import CASES
@@ -170,14 +169,3 @@ def test_large_networks_lower_each_shared_step_once(monkeypatch):
     assert report.gradients is not None and report.gradients.optimizer == "forward-tree"
     assert len(calls) < 10 * n
 
-
-def test_500_tensors_analyse_in_seconds():
-    # Issue 10 item 8: 21 s before; target 2 s on the 2-core machine. CPU time of this
-    # process, with a margin for a loaded machine.
-    equation, shapes = rand_equation(500, 3, seed=0, d_min=2, d_max=8)
-    analyze("ab,bc->ac", [(2, 3), (3, 4)])
-    start = time.process_time()
-    report = analyze(equation, shapes)
-    spent = time.process_time() - start
-    assert {s.name for s in report.strategies} == {"reverse", "independent", "torch-autograd"}
-    assert spent < 5.0, f"{spent:.2f} s"

@@ -102,7 +102,7 @@ def test_timings_use_the_relative_tolerance(after_s: float, tolerance: float,
     before, after = _report(), _report()
     before["runs"] = [_run("reverse", 0.010, 0.02)]
     after["runs"] = [_run("reverse", after_s, 0.02)]
-    comparison = compare_reports(before, after, tolerance=tolerance)
+    comparison = compare_reports(before, after, tolerance=tolerance, times="seconds")
     change = _find(comparison.changes, "run reverse, torch, cpu", "forward_s")
     assert (change.status, change.rule, change.unit) == (status, "relative", "s")
     assert _find(comparison.changes, "run reverse, torch, cpu", "backward_s").status == \
@@ -115,7 +115,7 @@ def test_runs_are_matched_by_identity_not_position() -> None:
     before["runs"] = [_run("reverse", 1.0, 1.0), _run("torch-autograd", 2.0, None, True)]
     after["runs"] = [_run("torch-autograd", 2.0, None, True), _run("reverse", 1.0, 1.0),
                      _run("independent", 3.0, 3.0)]
-    comparison = compare_reports(before, after)
+    comparison = compare_reports(before, after, times="seconds")
     assert not comparison.has_regressions
     baseline = _find(comparison.changes, "run torch-autograd, torch, cpu, baseline", "forward_s")
     assert baseline.status == "unchanged"
@@ -236,7 +236,7 @@ def test_timing_at_and_beyond_the_tolerance(before_s: float, after_s: float, tol
     before, after = _report(), _report()
     before["runs"] = [_run("reverse", before_s, 0.02)]
     after["runs"] = [_run("reverse", after_s, 0.02)]
-    comparison = compare_reports(before, after, tolerance=tolerance)
+    comparison = compare_reports(before, after, tolerance=tolerance, times="seconds")
     assert _find(comparison.changes, "run reverse, torch, cpu", "forward_s").status == status
     assert comparison.has_regressions == (status == "regressed")
     assert comparison.tolerance == tolerance

@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import time
 
 import jsonschema
 import pytest
@@ -286,6 +285,7 @@ TREES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("optimizer", ["greedy", "dp"])
 @pytest.mark.parametrize("which", ["all", "last-half", "one"])
 @pytest.mark.parametrize(("name", "equation", "shapes"), TREES, ids=[t[0] for t in TREES])
@@ -359,20 +359,17 @@ def test_the_search_is_exact_greedy_or_largest_first_by_size(candidates, method)
     assert result.details["checkpoint"]["candidates"] == candidates
 
 
-def test_a_network_of_500_operands_stays_fast():
+def test_a_network_of_500_operands_takes_the_heuristic():
     # A chain of 500 matrices: 498 candidates, far above the greedy search's limit.
     plan = matrix_chain(500, size=4)
     grad = range(500)
     reverse = build_strategy("reverse", plan, list(grad), itemsize=4).memory.peak_bytes
-    start = time.perf_counter()
     result = checkpoint(plan, grad, itemsize=4, budget_bytes=reverse * 3 // 4)
-    elapsed = time.perf_counter() - start
     section = result.details["checkpoint"]
     assert section["search"] == "largest-first"
     assert section["evaluated"] <= 2 * math.ceil(math.log2(section["candidates"])) + 3
     assert section["fits_budget"] is (result.memory.peak_bytes <= reverse * 3 // 4)
     assert any("largest-first heuristic" in w for w in result.warnings)
-    assert elapsed < 20
 
 
 def test_an_exact_search_out_of_replays_says_so(monkeypatch):

@@ -99,7 +99,8 @@ def test_save_writes_a_cases_file_the_cli_reads(tmp_path: Path) -> None:
     entries = parse_cases(path.read_text(), "json")
     assert [e.case.equation for e in entries if e.case] == [c.equation for c in captured.calls]
     result = subprocess.run(
-        [sys.executable, "-m", "einsum_analyze", "--cases", str(path), "--json", "-"],
+        [sys.executable, "-m", "einsum_analyze", "--cases", str(path), "--device", "none",
+         "--json", "-"],
         capture_output=True, text=True, check=False, cwd=Path(__file__).parents[3],
     )
     assert result.returncode == 0, result.stderr

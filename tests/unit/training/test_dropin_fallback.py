@@ -145,3 +145,47 @@ def test_auto_never_runs_a_plan_above_torch_einsums_peak_or_work() -> None:
                  and ours <= TIME_MARGIN * torch_s and ours < torch_s)
         assert choice.runs_torch == (not beats), (case.name, choice.reason)
     assert ran[True] and ran[False]  # both kinds of call are in the corpus
+
+
+def test_the_fallback_runs_torch_einsums_own_path_bit_for_bit() -> None:
+    # torch.einsum plans its path with opt_einsum on each call of three operands; the
+    # plan keeps that path, so values and gradients are torch.einsum's to the bit.
+    dropin.clear_cache()
+    leaves = _leaves(((30, 40), (40, 5), (5, 50), (50, 7)), torch.float32)
+    upstream = torch.randn(30, 7)
+    got = einsum("ij,jk,kl,lm->im", *leaves)
+    assert _last_choice().runs == "torch.einsum"
+    want = torch.einsum("ij,jk,kl,lm->im", *leaves)
+    assert torch.equal(got, want)
+    for g, w in zip(torch.autograd.grad(got, leaves, upstream),
+                    torch.autograd.grad(want, leaves, upstream), strict=True):
+        assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize(("equation", "shapes", "runs_torch"), [
+    ("ibnd,jbnd->bnij", ((16, 2, 4, 16), (32, 2, 4, 16)), True),
+    (TN[0], TN[1], False),
+])
+def test_a_traced_call_holds_torch_einsum_where_eager_calls_run_it(
+        equation: str, shapes: tuple[tuple[int, ...], ...], runs_torch: bool) -> None:
+    graphs: list[str] = []
+
+    def recording(gm: torch.fx.GraphModule, example: object) -> object:
+        graphs.append(gm.code)
+        return gm.forward
+
+    torch._dynamo.reset()
+    leaves = _leaves(shapes)
+    compiled = torch.compile(dropin.Einsum(equation), fullgraph=True, dynamic=False,
+                             backend=recording)
+    y = compiled(*leaves)
+    grads = torch.autograd.grad(y, leaves, torch.ones_like(y))
+    exact = [t.detach().requires_grad_() for t in leaves]
+    want = torch.einsum(equation, *exact)
+    torch.testing.assert_close(y, want)
+    for got, wanted in zip(grads, torch.autograd.grad(want, exact, torch.ones_like(want)),
+                           strict=True):
+        torch.testing.assert_close(got, wanted)
+    (graph,) = graphs
+    assert ("einsum_analyze" not in graph) == runs_torch
+    assert ("torch.functional.einsum" in graph or "torch.einsum" in graph) == runs_torch

@@ -1,0 +1,79 @@
+"""The report's forward FLOPs are opt_einsum's ``opt_cost`` on opt_einsum's own tests.
+
+Every (equation, shapes) pair of opt_einsum's test suite (``tests/opt_einsum_pairs.py``),
+with every optimizer both tools have: ``forward.flops`` equals what
+``opt_einsum.contract_path`` reports for the equation as typed. Where normalisation
+relabelled a size-1 broadcast dimension and that changed the count, the plan's own
+FLOPs are ``forward.flops_after_normalisation``.
+"""
+
+from __future__ import annotations
+
+import opt_einsum
+import pytest
+from opt_einsum_pairs import PAIRS, Pair
+
+from einsum_analyze import analyze
+from einsum_analyze.model.planning import OPTIMIZERS
+
+# Exponential searches above these sizes take minutes; opt_einsum's tests do not run them.
+# Random greedy's samples on the long chains take seconds; opt_einsum runs only greedy there.
+_LARGEST = {"optimal": 8, "branch-all": 10, "branch-2": 14, "dp": 12,
+            "dynamic-programming": 12, "auto-hq": 12, "random-greedy": 60,
+            "random-greedy-128": 60}
+_SHARED = tuple(name for name in OPTIMIZERS if name in opt_einsum.paths._PATH_OPTIONS)
+
+
+def _optimizers(pair: Pair) -> list[str]:
+    return [name for name in _SHARED if len(pair.shapes) <= _LARGEST.get(name, 10**6)]
+
+
+def test_the_pairs_cover_opt_einsums_suite():
+    assert len(PAIRS) >= 150
+    assert set(_SHARED) == set(OPTIMIZERS)  # every optimizer of ours is opt_einsum's
+    assert sum(1 in shape for pair in PAIRS for shape in pair.shapes) >= 10
+
+
+def _mismatch(pair: Pair, name: str) -> str | None:
+    """None when the report's forward FLOPs are opt_einsum's; else what differs."""
+    report = analyze(pair.equation, pair.shapes, optimize=name, strategies=None,
+                     memory_limit=pair.memory_limit, max_search_s=None)
+    forward = report.to_dict()["forward"]
+    # Our limit is a guarantee: a path over it, or none at all (dp raises), is replanned
+    # with greedy under it, and the report says so.
+    replanned = pair.memory_limit is not None and any(
+        "memory limit" in w for w in report.plan.warnings)
+    after = forward.get("flops_after_normalisation")
+    if after is not None and (after != report.plan.flops or after == forward["flops"]):
+        return f"{name}: after normalisation {after}, the plan's {report.plan.flops}"
+    if sum(step["flops"] for step in forward["steps"]) != (after or forward["flops"]):
+        return f"{name}: the steps do not add up to the plan's FLOPs"
+    try:
+        _, info = opt_einsum.contract_path(pair.equation, *pair.shapes, shapes=True,
+                                           optimize=name, memory_limit=pair.memory_limit)
+    except RuntimeError:
+        return None if replanned else f"{name}: opt_einsum found no path, and no warning"
+    if forward["flops"] == int(info.opt_cost) or replanned:
+        return None
+    return f"{name}: {forward['flops']} FLOPs, opt_einsum's opt_cost {info.opt_cost}"
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda pair: str(pair)[:60])
+def test_forward_flops_are_opt_einsums(pair: Pair) -> None:
+    names = _optimizers(pair)
+    assert "greedy" in names
+    found = [_mismatch(pair, name) for name in names]
+    assert [m for m in found if m is not None] == []
+
+
+def test_a_broadcast_dimension_reports_both_figures():
+    report = analyze("ijk,kl,jl,i->i", [(1, 5, 4), (4, 6), (5, 6), (10,)], strategies=None)
+    forward = report.to_dict()["forward"]
+    assert forward["flops"] == 650  # opt_einsum's opt_cost for the equation as typed
+    assert forward["flops_after_normalisation"] == 290
+
+
+def test_without_broadcasting_there_is_one_figure():
+    forward = analyze("ab,bc->ac", [(2, 3), (3, 4)], strategies=None).to_dict()["forward"]
+    assert forward["flops"] == 48
+    assert "flops_after_normalisation" not in forward
