@@ -56,10 +56,10 @@ def read_profile(text: str | None) -> DeviceProfile | None:
 
 def search_profile(given: DeviceProfile | None, devices: tuple[str, ...] | None, dtype: str,
                    searches: bool) -> DeviceProfile | None:
-    """The profile the search predicts time on: ``--roofline``'s, else, when a search runs
-    before runs, the first device's calibration (None: the search's nominal default).
+    """The profile the search predicts time on (None: the search's nominal default).
 
-    ``devices``: ``()`` for analysis only, None for the default devices.
+    ``--roofline``'s, else, when a search runs before runs, the first device's
+    calibration. ``devices``: ``()`` for analysis only, None for the default devices.
     """
     if given is not None or devices == () or not searches:
         return given
