@@ -49,7 +49,9 @@ from .strategies import (
     StrategyResult,
     StrategySpec,
     build_strategy,
+    default_strategy_names,
     get_strategy,
+    left_out_note,
     plan_gradients,
 )
 
@@ -100,7 +102,9 @@ def analyze(
             or text such as ``"0,3"`` or ``"9-17"``.
         strategies: Registered backward strategies to model
             (:func:`einsum_analyze.strategies.strategy_names`; ``None`` or empty:
-            forward only).
+            forward only). The default, ``STRATEGIES`` itself, is the defaults for the
+            equation's size: ``independent`` is left out above 200 operands, and a
+            warning says so (name it to model it at any size).
         strategy_options: Options of the chosen strategies, by strategy name.
         budget: Training budget: the training peak, inputs included, in bytes (``int``
             or text such as ``"40GiB"``). Each strategy says whether it fits; a strategy
@@ -213,6 +217,11 @@ def _analyze_one(
     inference: MemoryProfile | None = None
     gradients: GradientPlan | None = None
     warnings: list[str] = list(plan.warnings)
+    if strategies is STRATEGIES:  # not named: the defaults for this size
+        strategies = default_strategy_names(eq.num_operands)
+        note = left_out_note(eq.num_operands)
+        if note is not None:
+            warnings.append(note)
     chosen = _check_strategies(strategies or (), strategy_options or {})
     operands: tuple[int, ...] = ()  # nothing is differentiated without a strategy
     if chosen or objective is not None:

@@ -338,8 +338,12 @@ def cli(
             max_flops, max_backward_flops, max_peak, max_retained, max_time, budget_strategy
         )
         dtype = precision_dtype(precision, dtype)
+        # Not given: STRATEGIES itself, the defaults for the equation's size.
+        source = click.get_current_context().get_parameter_source("strategies")
+        named = (STRATEGIES if source is click.core.ParameterSource.DEFAULT
+                 else parse_strategy_names(strategies))
         settings = Settings(optimize, memory_limit, dtype, grad,
-                             parse_strategy_names(strategies), budget, objective, cotengra,
+                             named, budget, objective, cotengra,
                               parse_seconds(max_search_time, "--max-search-time"),
                               read_profile(roofline))
         run = RunOptions(devices, backend, repeats, warmup, seed, max_memory, force,
