@@ -32,7 +32,7 @@ from .base import InputError, OneLineErrors
 from .cases import analyze_cases
 from .devices import DEVICES_HELP, check_devices, run_devices
 from .options import RunOptions, Settings, echo_budget_failures, execute_runs
-from .roofline import add_roofline, read_profile, roofline_options
+from .roofline import add_roofline, read_profile, roofline_options, search_profile
 from .verbs import compare_cli, plot_cli, write_plot
 
 if TYPE_CHECKING:
@@ -177,8 +177,10 @@ class _AnalyzeCommand(OneLineErrors):
     "--objective",
     metavar="NAME",
     help="Search paths and strategies for the training step and recommend a plan: "
-    "flops (forward + backward + recompute), memory (training peak) or balanced "
-    "(FLOPs x peak). Default: flops when --budget or a limit list is given, else no search.",
+    "time (the time model's predicted seconds on --roofline's profile, the device that "
+    "runs, or the nominal cpu; torch.einsum's own execution competes), flops (forward + "
+    "backward + recompute), memory (training peak) or balanced (FLOPs x peak). Default: "
+    "time when --budget or a limit list is given, else no search.",
 )
 @click.option(
     "--cotengra/--no-cotengra",
@@ -387,6 +389,9 @@ def _analyze(
         raise click.UsageError(
             "running needs at least one --strategy; drop --device or use --device none"
         )
+    searches = (settings.objective is not None or settings.budget is not None
+                or "," in (settings.memory_limit or ""))
+    profile = search_profile(settings.roofline, devices, settings.dtype, searches)
     report = analyze(
         equation,
         parse_shapes(shapes) if shapes is not None else None,
@@ -400,6 +405,7 @@ def _analyze(
         objective=settings.objective,
         cotengra=settings.cotengra,
         max_search_s=settings.max_search_s,
+        profile=profile,
         on_search=lambda notice: click.echo(
             f"note: {notice}; it stops after {settings.max_search_s:g} s (--max-search-time)",
             err=True,
