@@ -439,9 +439,8 @@ def _analyze(
             render_step_times(report, out)
         if spread is not None:
             render_distributed(spread, out, console(stderr=True))
-    elif spread is not None:
-        for line in spread.errors:
-            click.echo(f"error: distributed run failed: {line}", err=True)
+    elif spread is not None and spread.failure is not None:
+        click.echo(f"error: distributed run failed: {spread.failure}", err=True)
     if spread is not None and spread.failed:
         return 2
     return echo_budget_failures(report)
