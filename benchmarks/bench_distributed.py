@@ -7,12 +7,17 @@ fraction of the unsliced (``reverse``) training peak, halved until the plan has 
 ``--min-slices`` slices (or ``--budget`` as given). Its slices then run in one process
 per device (:func:`einsum_analyze.distributed.run_distributed`: NCCL on GPUs, gloo on
 cpu), assigned by cost; in the same run the first device also runs every slice alone,
-the baseline of the speedup. Printed: each device's compute, wait and all-reduce
-medians, its measured peak (CUDA ``max_memory_allocated``, cpu torch.profiler) against
-the predicted one, the one-device figures, the speedup and efficiency, the gradient
-error against the float64 oracle, the environment, and the efficiency projected for 4
-and 8 devices from the measured compute and communication
-(``benchmarks/project_distributed.py``, docs/distributed.md).
+the baseline of the speedup. Each way of communicating (``--communication``: every
+buffer all-reduced, the first design and the baseline; parts gathered from their owners;
+the same overlapped with the next slice) is timed in the same processes, their steps
+interleaved, so that before and after meet the same machine. Printed per way: each
+device's compute, wait and communication medians, its measured peak (CUDA
+``max_memory_allocated``, cpu torch.profiler) against the predicted one; then one line
+per way with its collective calls, the bytes a device receives, the slowest device's
+communication as a ratio to the baseline's, step, speedup, efficiency and gradient error;
+then the model's step against the measured one (its error) and its projection for 4 and
+8 devices (``benchmarks/project_distributed.py``, docs/distributed.md), and the
+environment.
 
 Usage::
 
@@ -35,7 +40,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from _common import environment, scaled  # noqa: E402
-from project_distributed import projections as project  # noqa: E402
+from project_distributed import check_lines  # noqa: E402
 
 from einsum_analyze import analyze  # noqa: E402
 from einsum_analyze.distributed import (  # noqa: E402
@@ -43,6 +48,7 @@ from einsum_analyze.distributed import (  # noqa: E402
     parse_devices,
     run_distributed,
 )
+from einsum_analyze.distributed.comm import COMMUNICATIONS, OUTPUT  # noqa: E402
 from einsum_analyze.distributed.from_report import runner_for  # noqa: E402
 from einsum_analyze.render.formatting import format_bytes, format_seconds  # noqa: E402
 
@@ -82,6 +88,14 @@ def sliced_report(equation: str, shapes: list[list[int]], *, budget: int | None,
         chosen //= 2
 
 
+def _row(label: str, d: Any) -> str:
+    equal = d.peak_bytes_measured == d.peak_bytes_predicted
+    wait = "-" if d.wait_s is None else format_seconds(d.wait_s)
+    return (f"{label:<12}{len(d.slices):>7}{format_seconds(d.compute_s or 0):>11}"
+            f"{wait:>10}{format_seconds(d.communication_s or 0):>10}"
+            f"{d.peak_bytes_measured or 0:>12}{d.peak_bytes_predicted or 0:>12}  {equal}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--devices", default=None,
@@ -97,6 +111,9 @@ def main() -> int:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--scale", type=int, default=1,
                         help="divide dimensions of 64 or more by this (cpu runs)")
+    parser.add_argument("--communication", default=",".join(COMMUNICATIONS),
+                        help="the ways the buffers cross, run one after the other in this "
+                             f"run, the first the baseline (default {','.join(COMMUNICATIONS)})")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=540.0)
@@ -107,6 +124,11 @@ def main() -> int:
 
     text = args.devices or ("all" if torch.cuda.is_available() else "cpu*2")
     devices = parse_devices(text)
+    modes = [m.strip() for m in args.communication.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in COMMUNICATIONS]
+    if unknown or not modes:
+        raise SystemExit(f"--communication {unknown[0] if unknown else ''!r}: one of "
+                         f"{', '.join(COMMUNICATIONS)}")
     if args.equation:
         equation, shapes = args.equation, json.loads(args.shapes)
     else:
@@ -122,8 +144,10 @@ def main() -> int:
         shapes=tuple(tuple(s) for s in eq.shapes),
         output_shape=tuple(eq.size_dict[c] for c in eq.output), dtype=args.dtype,
         grad=tuple(report.grad_operands), repeats=args.repeats, warmup=args.warmup,
-        timeout_s=args.timeout)
-    result = run_distributed(job, devices)
+        timeout_s=args.timeout, communication=modes[0], compare=tuple(modes[1:]),
+        calibrate=True)
+    primary = run_distributed(job, devices)
+    results = {modes[0]: primary, **{c.communication: c for c in primary.compared}}
     env = environment(devices.devices[0])
     env["devices"] = list(devices.devices)
     if devices.is_cuda:
@@ -137,42 +161,65 @@ def main() -> int:
           f"{dict(zip(slicing['indices'], slicing['chunks'], strict=True))}, fits "
           f"{slicing['fits_budget']}, FLOPs {slicing['overhead_ratio']:.3f}x unsliced, "
           f"modelled peak {format_bytes(slicing['peak_bytes_with_accumulators'])}")
-    if result.failed:
-        for line in result.errors:
+    failed = list(primary.errors)
+    if failed:
+        for line in failed:
             print(f"FAILED {line}")
         return 2
-    print(f"{'device':<12}{'slices':>7}{'compute':>11}{'wait':>10}{'comm':>10}"
-          f"{'peak meas':>12}{'peak pred':>12}  equal")
-    for d in result.per_device:
-        equal = d.peak_bytes_measured == d.peak_bytes_predicted
-        print(f"{d.device:<12}{len(d.slices):>7}{format_seconds(d.compute_s or 0):>11}"
-              f"{format_seconds(d.wait_s or 0):>10}{format_seconds(d.communication_s or 0):>10}"
-              f"{d.peak_bytes_measured or 0:>12}{d.peak_bytes_predicted or 0:>12}  {equal}")
-    single = result.single_device or {}
+    first = results[modes[0]]
+    single = first.single_device or {}
+    if len(results) != len(modes):
+        print("FAILED a way of communicating has no figures")
+        return 2
+    for mode, result in results.items():
+        print(f"\n{mode}: {result.calls} collective calls per step, at most "
+              f"{format_bytes(result.moved_bytes or 0)} received per device")
+        print(f"{'device':<12}{'slices':>7}{'compute':>11}{'wait':>10}{'comm':>10}"
+              f"{'peak meas':>12}{'peak pred':>12}  equal")
+        for d in result.per_device:
+            print(_row(d.device, d))
     print(f"{single['device'] + ' alone':<12}{single['slices']:>7}"
           f"{format_seconds(single['seconds']):>11}{'-':>10}{'-':>10}"
           f"{single['peak_bytes_measured']:>12}{single['peak_bytes_predicted']:>12}  "
           f"{single['peak_bytes_measured'] == single['peak_bytes_predicted']}")
     n = len(devices.devices)
-    speedup, efficiency = result.speedup or 0.0, result.efficiency or 0.0
-    print(f"step {format_seconds(result.step_s or 0)} on {n} devices vs "
-          f"{format_seconds(single['seconds'])} on one: speedup {speedup:.3f}x, "
-          f"efficiency {efficiency:.3f}; max grad error {result.max_grad_error:.2e}, "
-          f"output error {result.output_error:.2e}")
+    print(f"\n{'communication':<14}{'calls':>6}{'received':>11}{'comm':>10}{'ratio':>7}"
+          f"{'after':>10}{'step':>10}{'speedup':>9}{'efficiency':>11}{'grad err':>10}")
+    def after(result: Any) -> float:
+        return max((d.communication_s or 0.0) + (d.wait_s or 0.0) for d in result.per_device)
+
+    def comm_of(result: Any) -> float:
+        return max(d.communication_s or 0.0 for d in result.per_device)
+
+    base_comm = comm_of(first)
+    for mode, result in results.items():
+        comm = comm_of(result)
+        speedup = float(single["seconds"]) / (result.step_s or float("inf"))
+        print(f"{mode:<14}{result.calls or 0:>6}{format_bytes(result.moved_bytes or 0):>11}"
+              f"{format_seconds(comm):>10}{comm / base_comm if base_comm else 0:>7.2f}"
+              f"{format_seconds(after(result)):>10}"
+              f"{format_seconds(result.step_s or 0):>10}{speedup:>8.3f}x"
+              f"{speedup / n:>11.3f}{result.max_grad_error or 0:>10.1e}")
+    print("comm: the slowest device's collectives median (under overlap what is left "
+          "after its slices, waiting for a peer included); ratio: to the first way's; "
+          "after: wait and comm, what the step spends once a device's slices are done")
     costs = list(runner.slice_costs())
-    projections = project(result.to_dict(), costs)
-    for p in projections:
-        print(f"projected on {p['devices']} devices: step {format_seconds(p['step_s'])}, "
-              f"speedup {p['speedup']:.2f}x, efficiency {p['efficiency']:.3f}")
+    geometry = {"buffers": {str(OUTPUT): eq.output,
+                            **{str(i): eq.terms[i] for i in runner.grad}},
+                "size_dict": dict(eq.size_dict)}
+    sections = {mode: {**r.to_dict(), "single_device": single, "compared": [],
+                       "collectives": primary.collectives} for mode, r in results.items()}
+    data = {"case": args.equation or args.case, "scale": args.scale, "dtype": args.dtype,
+            "itemsize": report.itemsize, "budget_bytes": budget,
+            "unsliced_peak_bytes": unsliced_peak, "slicing": slicing, **geometry,
+            "runs": sections, "slice_costs": costs,
+            "timings": {m: r.timings for m, r in results.items()}, "environment": env}
+    print()
+    for line in check_lines(data, (4, 8)):
+        print(line)
     print("environment:", json.dumps(env))
     if args.json_path:
-        Path(args.json_path).write_text(json.dumps({
-            "case": args.equation or args.case, "scale": args.scale, "dtype": args.dtype,
-            "budget_bytes": budget, "unsliced_peak_bytes": unsliced_peak,
-            "slicing": slicing,
-            "distributed": result.to_dict(), "slice_costs": costs, "timings": result.timings,
-            "projections": projections, "environment": env}, indent=1) + "\n",
-            encoding="utf-8")
+        Path(args.json_path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

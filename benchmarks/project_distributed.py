@@ -1,18 +1,16 @@
 #!/usr/bin/env python3
-"""Expected efficiency on 4 and 8 devices from a measured distributed run.
+"""The model's step on N devices, checked against the measured run, then projected.
 
-Reads the JSON that ``bench_distributed.py --json`` writes (or any report's
-``distributed`` section with the plan's slice costs) and applies the model of
-docs/distributed.md::
+Reads the JSON that ``bench_distributed.py --json`` writes. For the run's own N the
+model (:mod:`einsum_analyze.distributed.projection`, docs/distributed.md) predicts each
+communication's step from parts measured apart (one device running every slice, the
+collectives timed alone before the steps, the bytes of the step's collectives from the
+sizes), never from the step itself, and states its error against the measured step.
+For each N of ``--devices`` it projects the step, speedup and efficiency with the same
+parts (the slices assigned for N, the collectives planned for N, the latency and
+bandwidth of the measured devices), within that error::
 
-    T_N = T_1 * s_N + L + 2 (N - 1) / N * B / bw,   speedup = T_1 / T_N,  eff = speedup / N
-
-T_1: one device running every slice (measured); s_N: the costliest device's share of
-the slice costs under the assignment; B: bytes all-reduced per step; bw: the bus
-bandwidth measured on the run's own N devices (``2 (n-1)/n B / comm``, the slowest
-device's all-reduce median); L: what the measured step spends beyond its compute and its
-all-reduce (barriers, launch, imbalance), carried over unchanged. For the run's own N
-the model gives back the measured step.
+    T_N = T_1 * share_N + barriers + sum over calls (latency + bytes / bandwidth)
 
 Usage::
 
@@ -26,36 +24,89 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from einsum_analyze.distributed import assign_slices, project_efficiency  # noqa: E402
+from einsum_analyze.distributed.assign import choose_assignment  # noqa: E402
+from einsum_analyze.distributed.comm import CommPlan, plan_communication  # noqa: E402
+from einsum_analyze.distributed.projection import (  # noqa: E402
+    CollectiveCosts,
+    predict_step,
+)
+from einsum_analyze.slicing.plan import SlicePlan  # noqa: E402
 
 
-def projections(section: dict[str, Any], costs: list[float],
-                counts: tuple[int, ...] = (4, 8)) -> list[dict[str, Any]]:
-    """The model's step, speedup and efficiency for the run's N and for ``counts``."""
-    single = float(section["single_device"]["seconds"])
-    per_device = section["per_device"]
-    n = len(section["devices"])
-    comm = max(float(d["communication_s"] or 0.0) for d in per_device)
-    reduce_bytes = int(section["reduce_bytes"] or 0)
-    moved = 2 * (n - 1) / n * reduce_bytes
-    bandwidth = moved / comm if comm > 0 and moved > 0 else float("inf")
-    total = sum(costs) or 1.0
-    share = max(sum(costs[s] for s in part) for part in assign_slices(costs, n)) / total
-    latency = max(0.0, float(section["step_s"]) - single * share - comm)
+def _plan(data: dict[str, Any], assignment: Sequence[Sequence[int]],
+          communication: str) -> CommPlan:
+    return plan_communication(
+        buffers={int(k): v for k, v in data["buffers"].items()}, sizes=data["size_dict"],
+        slices=SlicePlan.from_dict(data["slicing"]), assignment=assignment,
+        itemsize=int(data["itemsize"]), communication=communication)
+
+
+def projections(data: dict[str, Any], counts: Sequence[int] = (4, 8)) -> list[dict[str, Any]]:
+    """Per communication: the model against the measured step, and the projections."""
+    runs = data["runs"]
+    first = next(iter(runs.values()))
+    collectives = CollectiveCosts.from_dict(first["collectives"])
+    single = float(first["single_device"]["seconds"])
+    costs = [float(c) for c in data["slice_costs"]]
     out = []
-    for devices in dict.fromkeys((n, *counts)):
-        p = project_efficiency(single_s=single, reduce_bytes=reduce_bytes,
-                               bus_bytes_per_s=bandwidth, devices=devices,
-                               latency_s=latency, slice_costs=costs)
-        out.append({"devices": devices, "step_s": p.step_s, "speedup": p.speedup,
-                    "efficiency": p.efficiency, "bus_bytes_per_s": bandwidth,
-                    "latency_s": latency})
+    for mode, section in runs.items():
+        n = len(section["devices"])
+        assignment = [d["slices"] for d in section["per_device"]]
+        model = predict_step(single_s=single, costs=costs, assignment=assignment,
+                             plan=_plan(data, assignment, mode), collectives=collectives)
+        predicted = model.step_s
+        measured = float(section["step_s"])
+        error = predicted / measured - 1.0
+        compute = max(float(d["compute_s"]) for d in section["per_device"])
+        after = max(float(d["wait_s"] or 0.0) + float(d["communication_s"])
+                    for d in section["per_device"])
+        rows = []
+        for devices in counts:
+            parts = choose_assignment(costs, devices)
+            step = predict_step(single_s=single, costs=costs, assignment=parts,
+                                plan=_plan(data, parts, mode), collectives=collectives).step_s
+            rows.append({"devices": devices, "step_s": step, "speedup": single / step,
+                         "efficiency": single / step / devices})
+        out.append({"communication": mode, "devices": n, "measured_step_s": measured,
+                    "predicted_step_s": predicted, "error": error,
+                    "measured_compute_s": compute, "predicted_compute_s": model.compute_s,
+                    "measured_after_compute_s": after,
+                    "predicted_after_compute_s": model.after_compute_s,
+                    "measured_speedup": single / measured,
+                    "predicted_speedup": single / predicted, "projections": rows})
     return out
+
+
+def check_lines(data: dict[str, Any], counts: Sequence[int] = (4, 8)) -> list[str]:
+    """The comparison and the projections as the scripts print them."""
+    lines = []
+    costs = CollectiveCosts.from_dict(next(iter(data["runs"].values()))["collectives"])
+    lines.append("collectives alone: " + ", ".join(
+        f"{kind} {costs.latency_s[kind] * 1e6:.0f} us + {costs.bytes_per_s[kind] / 1e9:.2f} GB/s"
+        for kind in costs.latency_s) + f", barrier {costs.barrier_s * 1e6:.0f} us")
+    for p in projections(data, counts):
+        lines.append(
+            f"{p['communication']}: model {p['predicted_step_s'] * 1e3:.1f} ms on "
+            f"{p['devices']} devices against {p['measured_step_s'] * 1e3:.1f} ms measured "
+            f"(error {p['error']:+.1%}; speedup {p['predicted_speedup']:.2f}x modelled, "
+            f"{p['measured_speedup']:.2f}x measured)")
+        lines.append(
+            f"  costliest compute {p['predicted_compute_s'] * 1e3:.1f} ms modelled "
+            f"(one device's time x its share), {p['measured_compute_s'] * 1e3:.1f} ms measured; "
+            f"after it {p['predicted_after_compute_s'] * 1e3:.2f} ms modelled, "
+            f"{p['measured_after_compute_s'] * 1e3:.2f} ms measured")
+        for row in p["projections"]:
+            lines.append(
+                f"  projected on {row['devices']}: step {row['step_s'] * 1e3:.1f} ms, "
+                f"speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.3f} "
+                f"(within {abs(p['error']):.0%} if the error holds)")
+    return lines
 
 
 def main() -> int:
@@ -65,15 +116,8 @@ def main() -> int:
     args = parser.parse_args()
     data = json.loads(Path(args.path).read_text(encoding="utf-8"))
     counts = tuple(int(x) for x in args.devices.split(","))
-    section = data["distributed"]
-    costs = data.get("slice_costs") or [1.0] * int(section["slices"])
-    measured = section["speedup"]
-    print(f"measured on {len(section['devices'])} devices: speedup {measured:.3f}x, "
-          f"efficiency {section['efficiency']:.3f}")
-    for p in projections(section, costs, counts):
-        print(f"model on {p['devices']} devices: step {p['step_s'] * 1e3:.3f} ms, speedup "
-              f"{p['speedup']:.2f}x, efficiency {p['efficiency']:.3f} (bus "
-              f"{p['bus_bytes_per_s'] / 1e9:.1f} GB/s, fixed {p['latency_s'] * 1e6:.0f} us)")
+    for line in check_lines(data, counts):
+        print(line)
     return 0
 
 

@@ -34,7 +34,7 @@ from .cases import analyze_cases
 from .counts import check_counts
 from .devices import DEVICES_HELP, check_devices, check_run_devices, run_devices, runs_on_cpu
 from .options import RunOptions, Settings, echo_budget_failures, execute_runs
-from .roofline import add_roofline, read_profile, roofline_options
+from .roofline import add_roofline, read_profile, roofline_options, search_profile
 from .verbs import compare_cli, plot_cli, write_plot
 
 if TYPE_CHECKING:
@@ -179,8 +179,10 @@ class _AnalyzeCommand(OneLineErrors):
     "--objective",
     metavar="NAME",
     help="Search paths and strategies for the training step and recommend a plan: "
-    "flops (forward + backward + recompute), memory (training peak) or balanced "
-    "(FLOPs x peak). Default: flops when --budget or a limit list is given, else no search.",
+    "time (the time model's predicted seconds on --roofline's profile, the device that "
+    "runs, or the nominal cpu; torch.einsum's own execution competes), flops (forward + "
+    "backward + recompute), memory (training peak) or balanced (FLOPs x peak). Default: "
+    "time when --budget or a limit list is given, else no search.",
 )
 @click.option(
     "--cotengra/--no-cotengra",
@@ -338,8 +340,12 @@ def cli(
             max_flops, max_backward_flops, max_peak, max_retained, max_time, budget_strategy
         )
         dtype = precision_dtype(precision, dtype)
+        # Not given: STRATEGIES itself, the defaults for the equation's size.
+        source = click.get_current_context().get_parameter_source("strategies")
+        named = (STRATEGIES if source is click.core.ParameterSource.DEFAULT
+                 else parse_strategy_names(strategies))
         settings = Settings(optimize, memory_limit, dtype, grad,
-                             parse_strategy_names(strategies), budget, objective, cotengra,
+                             named, budget, objective, cotengra,
                               parse_seconds(max_search_time, "--max-search-time"),
                               read_profile(roofline))
         run = RunOptions(devices, backend, repeats, warmup, seed, max_memory, force,
@@ -390,6 +396,9 @@ def _analyze(
         raise click.UsageError(
             "running needs at least one --strategy; drop --device or use --device none"
         )
+    searches = (settings.objective is not None or settings.budget is not None
+                or "," in (settings.memory_limit or ""))
+    profile = search_profile(settings.roofline, devices, settings.dtype, searches)
     report = analyze(
         equation,
         parse_shapes(shapes) if shapes is not None else None,
@@ -403,6 +412,7 @@ def _analyze(
         objective=settings.objective,
         cotengra=settings.cotengra,
         max_search_s=settings.max_search_s,
+        profile=profile,
         on_search=lambda notice: click.echo(
             f"note: {notice}; it stops after {settings.max_search_s:g} s (--max-search-time)",
             err=True,

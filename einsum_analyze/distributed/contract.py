@@ -35,7 +35,12 @@ class SliceRunner(Protocol):
         ...
 
     def predicted_peak_bytes(self, slices: Sequence[int], *, is_cuda: bool) -> int | None:
-        """The model's peak, inputs included, of running ``slices`` on one device."""
+        """The model's peak, inputs included, of running ``slices`` on one device.
+
+        A runner that plans the step's collectives (``communication_plan``, as
+        :class:`.schedule_runner.ScheduleSlices` does) also takes ``exchange=``, the
+        plan, and counts its packs.
+        """
         ...
 
     def run(self, slices: Sequence[int], operands: Sequence[Any], upstream: Any | None,
@@ -67,6 +72,13 @@ class DistributedJob:
         warmup: Untimed steps first.
         check: Compare the reduced gradients with the float64 oracle (on rank 0).
         baseline: Also time rank 0's device running every slice alone.
+        communication: How the buffers cross (:data:`.comm.COMMUNICATIONS`):
+            ``all-reduce`` every buffer whole, ``gather`` the parts of sliced buffers
+            from their owners, ``overlap`` the same while later slices run.
+        compare: Other ways to time too, step by step interleaved with
+            ``communication``'s in the same processes (before and after in one run).
+        calibrate: Time the collectives alone before the steps (the projection's
+            inputs, :mod:`.projection`).
         timeout_s: Seconds the run may take; also the process group's timeout.
         fault: For tests only: ``(rank, how)`` makes that rank fail after joining the
             group, ``how`` one of ``raise``, ``exit``, ``kill``.
@@ -85,5 +97,8 @@ class DistributedJob:
     warmup: int = 1
     check: bool = True
     baseline: bool = True
+    communication: str = "gather"
+    compare: tuple[str, ...] = ()
+    calibrate: bool = False
     timeout_s: float = 300.0
     fault: tuple[int, str] | None = field(default=None)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .assign import assign_slices
+from .assign import choose_assignment
 from .contract import DistributedJob
 from .devices import DeviceList
-from .launch import error_rank, free_port, launch
+from .launch import RankOutcome, error_rank, free_port, launch
 from .worker import rank_main
 
 __all__ = ["DeviceFigures", "DistributedResult", "run_distributed"]
@@ -63,7 +63,14 @@ class DistributedResult:
         step_s: Median seconds of one distributed step (rank 0: compute, wait, reduce).
         single_device: Rank 0's device running every slice alone: ``device``,
             ``seconds``, ``peak_bytes_measured``, ``peak_bytes_predicted``.
-        reduce_bytes: Bytes all-reduced per step (output and gradients).
+        reduce_bytes: Bytes of the output and gradient buffers (what an all-reduce of
+            every buffer sums).
+        communication: How they crossed: ``all-reduce``, ``gather`` or ``overlap``.
+        moved_bytes: The most bytes one device received per step (:mod:`.comm`).
+        calls: Collective calls per step.
+        collectives: Rank 0's collectives timed alone (``calibrate``), or None.
+        compared: The job's other ways of communicating (``compare``), their steps
+            interleaved with this one's in the same processes.
         max_grad_error: Largest relative error of the reduced gradients against the
             float64 oracle.
         output_error: Relative error of the reduced output.
@@ -77,10 +84,15 @@ class DistributedResult:
     step_s: float | None = None
     single_device: dict[str, Any] | None = None
     reduce_bytes: int | None = None
+    communication: str | None = None
+    moved_bytes: int | None = None
+    calls: int | None = None
+    collectives: dict[str, Any] | None = None
     max_grad_error: float | None = None
     output_error: float | None = None
     failed: bool = False
     timings: dict[int, Any] = field(default_factory=dict)
+    compared: tuple[DistributedResult, ...] = ()
 
     @property
     def speedup(self) -> float | None:
@@ -115,9 +127,14 @@ class DistributedResult:
             "speedup": self.speedup,
             "efficiency": self.efficiency,
             "reduce_bytes": self.reduce_bytes,
+            "communication": self.communication,
+            "moved_bytes": self.moved_bytes,
+            "calls": self.calls,
+            "collectives": self.collectives,
             "max_grad_error": self.max_grad_error,
             "output_error": self.output_error,
             "per_device": [d.to_dict() for d in self.per_device],
+            "compared": [c.to_dict() for c in self.compared],
         }
 
 
@@ -128,8 +145,9 @@ def run_distributed(job: DistributedJob, devices: DeviceList, *,
     Args:
         job: The plan's runner, operands' description, timing and checking options.
         devices: From :func:`.devices.parse_devices`.
-        assignment: Slices per rank; default :func:`.assign.assign_slices` by the
-            runner's slice costs.
+        assignment: Slices per rank; default :func:`.assign.choose_assignment` by the
+            runner's slice costs (runs of consecutive slices where they balance as
+            well as longest-first does).
 
     Returns:
         The figures; ``failed`` with each rank's error when a rank raised, exited or
@@ -141,33 +159,52 @@ def run_distributed(job: DistributedJob, devices: DeviceList, *,
     """
     names = devices.devices
     if assignment is None:
-        assignment = assign_slices(job.runner.slice_costs(), len(names))
+        assignment = choose_assignment(job.runner.slice_costs(), len(names))
     parts = tuple(tuple(part) for part in assignment)
     _check_assignment(parts, len(names), job.runner.slice_count)
     init = f"tcp://127.0.0.1:{free_port()}"
     outcomes = launch(rank_main, [(job, names, devices.backend, init, parts)] * len(names),
                       timeout_s=job.timeout_s)
-    per_device: list[DeviceFigures] = []
-    for outcome, device, part in zip(outcomes, names, parts, strict=True):
+    failed = any(o.error is not None for o in outcomes)
+    first = outcomes[0].result or {}
+    single = first.get("single")
+    if single is not None:
+        single = {k: v for k, v in single.items() if not k.endswith("_all")}
+    compared = tuple(
+        _result(job, devices, parts, outcomes, mode, single, failed)
+        for mode in dict.fromkeys(job.compare) if mode != job.communication)
+    primary = _result(job, devices, parts, outcomes, None, single, failed)
+    return replace(primary, compared=compared, collectives=first.get("collectives"),
+                   output_error=first.get("output_error"))
+
+
+def _result(job: DistributedJob, devices: DeviceList, parts: Sequence[tuple[int, ...]],
+            outcomes: Sequence[RankOutcome], mode: str | None, single: dict[str, Any] | None,
+            failed: bool) -> DistributedResult:
+    """The figures of one way of communicating (None: the job's own), every rank's."""
+
+    def read(outcome: RankOutcome) -> dict[str, Any]:
         got = outcome.result or {}
+        return got if mode is None else dict(got.get("modes", {}).get(mode, {}))
+
+    per_device: list[DeviceFigures] = []
+    for outcome, device, part in zip(outcomes, devices.devices, parts, strict=True):
+        got = read(outcome)
         per_device.append(DeviceFigures(
             rank=outcome.rank, device=device, slices=part,
             compute_s=got.get("compute_s"), wait_s=got.get("wait_s"),
             communication_s=got.get("communication_s"),
             peak_bytes_measured=got.get("peak_bytes_measured"),
             peak_bytes_predicted=got.get("peak_bytes_predicted"), error=outcome.error))
-    failed = any(o.error is not None for o in outcomes)
-    first = outcomes[0].result or {}
-    single = first.get("single")
-    if single is not None:
-        single = {k: v for k, v in single.items() if not k.endswith("_all")}
+    first = read(outcomes[0])
     return DistributedResult(
-        devices=names, backend=devices.backend, slice_count=job.runner.slice_count,
+        devices=devices.devices, backend=devices.backend, slice_count=job.runner.slice_count,
         per_device=tuple(per_device), step_s=None if failed else first.get("step_s"),
         single_device=None if failed else single,
-        reduce_bytes=first.get("reduce_bytes"), max_grad_error=first.get("max_grad_error"),
-        output_error=first.get("output_error"), failed=failed,
-        timings={o.rank: {k: v for k, v in (o.result or {}).items() if k.endswith("_all")}
+        reduce_bytes=first.get("reduce_bytes"), communication=first.get("communication"),
+        moved_bytes=max((read(o).get("moved_bytes") or 0) for o in outcomes) or None,
+        calls=first.get("calls"), max_grad_error=first.get("max_grad_error"), failed=failed,
+        timings={o.rank: {k: v for k, v in read(o).items() if k.endswith("_all")}
                  for o in outcomes},
     )
 

@@ -12,13 +12,67 @@ of the very events it runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.planning import Plan
+from .comm import OUTPUT, CommPlan, plan_communication
 
 __all__ = ["ScheduleSlices"]
+
+_IN_SLICE = re.compile(r"@(\d+)$")
+_ADDED_BY = re.compile(r"^(?:y|acc\d+)\.(\d+)$")
+_BUFFER = re.compile(r"^(?:y|acc(\d+)|d(\d+))(?:\.\d+)?$")
+
+
+def _slice_of(event: Any) -> int | None:
+    """The slice an event belongs to, or None.
+
+    The ``@k`` of a tensor it makes or reads, else the ``.k`` of a buffer a slice's
+    addition made (``y.3``, ``acc0.3``).
+    """
+    for name in (event.tensor, *event.inputs):
+        match = _IN_SLICE.search(name)
+        if match:
+            return int(match.group(1))
+    match = _ADDED_BY.match(event.tensor)
+    return int(match.group(1)) if match else None
+
+
+def segment_ends(events: Sequence[Any], ids: Sequence[int]) -> tuple[int, ...]:
+    """The index of the last event of each slice of ``ids``, in their order.
+
+    The events before the first slice (the buffers, the seed) go with it, those after
+    the last (freeing the seed) with the last.
+
+    Raises:
+        AssertionError: The slices' events are not in the order of ``ids``.
+    """
+    position = {k: p for p, k in enumerate(ids)}
+    ends = [-1] * len(ids)
+    current = 0
+    for number, event in enumerate(events):
+        k = _slice_of(event)
+        if k is not None:
+            assert position[k] >= current, f"slice {k}'s events are out of order"
+            current = position[k]
+            ends[current] = number
+    if ids:
+        ends[-1] = len(events) - 1
+    return tuple(ends)
+
+
+def _buffers(live: Mapping[str, Any]) -> dict[int, Any]:
+    """The full-size output and gradient buffers among the live tensors, by key."""
+    found: dict[int, Any] = {}
+    for name, tensor in live.items():
+        match = _BUFFER.match(name)
+        if match:
+            number = match.group(1) or match.group(2)
+            found[OUTPUT if number is None else int(number)] = tensor
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,21 +159,72 @@ class ScheduleSlices:
         flops = self.full_schedule().slice_flops
         return [float(sum(flops[k])) for k in range(self.slice_count)]
 
-    def predicted_peak_bytes(self, slices: Sequence[int], *, is_cuda: bool) -> int | None:
-        """The replay of the subset's schedule, inputs included, on the device's basis."""
-        from ..backends.base import predicted_peak_bytes
+    def communication_plan(self, assignment: Sequence[Sequence[int]], communication: str,
+                           *, output: bool = True, gradients: bool = True) -> CommPlan:
+        """The collectives that give every rank the whole output and gradients.
+
+        Args:
+            assignment: Each rank's slices.
+            communication: ``all-reduce``, ``gather`` or ``overlap`` (:mod:`.comm`).
+            output: Exchange the output buffer.
+            gradients: Exchange the gradient buffers.
+        """
+        eq = self.plan.equation
+        buffers = {OUTPUT: eq.output} if output else {}
+        if gradients:
+            buffers.update({i: eq.terms[i] for i in self.grad})
+        return plan_communication(buffers=buffers, sizes=eq.size_dict, slices=self.slices,
+                                  assignment=assignment, itemsize=self.itemsize,
+                                  communication=communication)
+
+    def predicted_peak_bytes(self, slices: Sequence[int], *, is_cuda: bool,
+                             exchange: CommPlan | None = None) -> int | None:
+        """The replay of the subset's schedule, inputs included, on the device's basis.
+
+        With ``exchange``, the step's packs too: those of round ``j`` live from the end
+        of the ``j``-th slice (overlap), the rest from the end of the schedule, all of
+        them until the exchange ends; the end of the schedule holds the output and the
+        gradients (the seed let go).
+        """
+        from ..backends.base import CUDA_GRANULARITY, allocated_bytes
+        from ..model.memory import simulate_memory
 
         lowered = self._lowered(slices, self.grad, compile_=False)
         eq = self.plan.equation
-        return predicted_peak_bytes(
-            lowered.events,
-            input_bytes=[math.prod(shape) * self.itemsize for shape in eq.shapes],
+        inputs = sum(allocated_bytes(math.prod(shape) * self.itemsize, is_cuda)
+                     for shape in eq.shapes)
+        replay = simulate_memory(
+            lowered.events, input_elements=0,
             output_elements=self.plan.steps[-1].output_elements if self.plan.steps else 1,
-            itemsize=self.itemsize, is_cuda=is_cuda)
+            itemsize=self.itemsize, granularity=CUDA_GRANULARITY if is_cuda else 1)
+        if exchange is None:
+            return replay.peak_bytes + inputs
+        packs = [sum(allocated_bytes(e * self.itemsize, is_cuda) for e in per_round)
+                 for per_round in exchange.packs(len(slices))]
+        ends = segment_ends(lowered.events, slices)
+        peak, extra, boundary = replay.peak_bytes, 0, 0
+        for number, high in enumerate(replay.high_bytes):
+            peak = max(peak, high + extra)
+            while boundary < len(ends) - 1 and ends[boundary] == number:
+                extra += packs[boundary]
+                boundary += 1
+        return max(peak, replay.final_bytes + sum(packs)) + inputs
 
     def run(self, slices: Sequence[int], operands: Sequence[Any], upstream: Any | None,
-            grad: Sequence[int]) -> tuple[Any, Mapping[int, Any]]:
-        """Forward and, with ``upstream``, backward of ``slices`` (full-size buffers)."""
+            grad: Sequence[int], *,
+            on_slice: Callable[[int, Mapping[int, Any]], None] | None = None,
+            ) -> tuple[Any, Mapping[int, Any]]:
+        """Forward and, with ``upstream``, backward of ``slices`` (full-size buffers).
+
+        Args:
+            slices: The slices to run, in order.
+            operands: The operands, on one device.
+            upstream: The upstream gradient; None runs forward only.
+            grad: The operands that need a gradient.
+            on_slice: Called after each slice with its position and the buffers (the
+                output, key -1, and the gradients, by operand), which later slices
+                keep adding to (:class:`.collectives.Exchange` sends the final parts).
+        """
         from ..backends.torch_backend import run_compiled
 
         wanted = tuple(grad) if upstream is not None else ()
@@ -127,6 +232,15 @@ class ScheduleSlices:
         live = {f"in{k}": t for k, t in enumerate(operands)}
         if wanted and upstream is not None:
             live["upstream"] = upstream.clone()  # the seed takes it over
-        run_compiled(lowered.compiled.forward + lowered.compiled.backward, live)
+        ops = lowered.compiled.forward + lowered.compiled.backward
+        if on_slice is None or not slices:
+            run_compiled(ops, live)
+        else:
+            assert len(ops) == len(lowered.events), "one compiled call per event"
+            start = 0
+            for position, end in enumerate(segment_ends(lowered.events, slices)):
+                run_compiled(ops[start:end + 1], live)
+                start = end + 1
+                on_slice(position, _buffers(live))
         output = live[lowered.compiled.final_output]
         return output, {k: live[lowered.gradients.get(k, f"d{k}")] for k in wanted}

@@ -2,9 +2,11 @@
 
 Every rank calls :func:`sliced_einsum` with the same operands (replicated, as a
 ``torchrun`` job holds its parameters) and gets the whole output; each rank contracts
-only its share of the slices, and the output and the gradients are summed with
-``all_reduce``. The loss must be the same on every rank (computed from the reduced
-output, which is), so that the upstream gradient is too.
+only its share of the slices, and the output and the gradients cross as :mod:`.comm`
+plans them (parts of sliced buffers gathered from their owners, the rest summed with
+``all_reduce``; a runner that knows no slice geometry has every buffer all-reduced).
+The loss must be the same on every rank (computed from the reduced output, which is),
+so that the upstream gradient is too.
 
 Forward contracts the rank's slices for the output only; backward runs each slice
 forward again and then backward with its slice of the upstream gradient (a slice keeps
@@ -26,7 +28,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .assign import assign_slices
+from .assign import choose_assignment
+from .comm import OUTPUT
 from .contract import SliceRunner
 from .worker import reduce_buffers
 
@@ -42,8 +45,33 @@ def rank_slices(runner: SliceRunner, group: Any = None) -> tuple[int, ...]:
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError("sliced_einsum: initialise torch.distributed first "
                            "(dist.init_process_group, as torchrun scripts do)")
-    parts = assign_slices(runner.slice_costs(), dist.get_world_size(group))
-    return parts[dist.get_rank(group)]
+    return _assignment(runner, group)[dist.get_rank(group)]
+
+
+def _assignment(runner: SliceRunner, group: Any) -> tuple[tuple[int, ...], ...]:
+    return choose_assignment(runner.slice_costs(), dist.get_world_size(group))
+
+
+def _exchange(runner: SliceRunner, slices: tuple[int, ...], group: Any, output: Any,
+              gradients: dict[int, Any]) -> None:
+    """The output (forward) or the gradients (backward) to every rank of the group.
+
+    Planned (:mod:`.comm`) when the slices are this rank's share of the default
+    assignment and the gradients are the runner's; else every buffer is all-reduced.
+    """
+    from .collectives import Exchange
+
+    assignment = _assignment(runner, group)
+    rank = dist.get_rank(group)
+    planner = getattr(runner, "communication_plan", None)
+    forward = output is not None
+    if (planner is None or assignment[rank] != slices
+            or (not forward and set(gradients) != set(getattr(runner, "grad", ())))):
+        reduce_buffers(output, gradients, group)
+        return
+    plan = planner(assignment, "gather", output=forward, gradients=not forward)
+    buffers = {OUTPUT: output} if forward else dict(gradients)
+    Exchange(plan, rank, len(slices), group).finish(buffers)
 
 
 class _Sliced(torch.autograd.Function):
@@ -55,7 +83,7 @@ class _Sliced(torch.autograd.Function):
         ctx.save_for_backward(*operands)
         with torch.no_grad():
             output, _ = runner.run(slices, operands, None, ())
-        reduce_buffers(output, {}, group)
+        _exchange(runner, slices, group, output, {})
         return output  # type: ignore[no-any-return]
 
     @staticmethod
@@ -63,7 +91,7 @@ class _Sliced(torch.autograd.Function):
         operands = ctx.saved_tensors
         with torch.no_grad():
             _, grads = ctx.runner.run(ctx.slices, operands, upstream.contiguous(), ctx.grad)
-        reduce_buffers(None, grads, ctx.group)
+        _exchange(ctx.runner, ctx.slices, ctx.group, None, dict(grads))
         return (None, None, None, *(grads.get(k) for k in range(len(operands))))
 
 

@@ -4,13 +4,18 @@ Runs in the rank's own process (:func:`.launch.launch`). Every rank draws the sa
 seeded operands and upstream gradient on its device, so nothing but the reduced
 buffers crosses between processes. A timed step is::
 
-    barrier | compute (the rank's slices) | barrier (wait) | all_reduce (communication)
+    barrier | compute (the rank's slices) | barrier (wait) | collectives (communication)
 
 so compute, waiting for the slowest rank, and communication are timed apart; the step
-is their sum, read on rank 0. The device's fence (``torch.cuda.synchronize``) closes
-every timed region. Memory is the allocator's, as for single-device runs: on CUDA
-``max_memory_allocated`` above the baseline that holds the inputs, on cpu the
-torch.profiler allocator events; both plus the inputs.
+is their sum, read on rank 0. The collectives follow the job's ``communication``
+(:mod:`.comm`): every buffer all-reduced, or parts gathered from their owners. With
+``overlap`` a rank's broadcasts leave while its next slice runs, and there is no
+barrier after compute: its communication is what is left once its slices are done,
+waiting for a slower peer included (``wait`` is not measured apart). The device's
+fence (``torch.cuda.synchronize``) closes every timed region. Memory is the
+allocator's, as for single-device runs: on CUDA ``max_memory_allocated`` above the
+baseline that holds the inputs, on cpu the torch.profiler allocator events; both plus
+the inputs.
 """
 
 from __future__ import annotations
@@ -20,14 +25,16 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from .comm import OUTPUT, CommPlan
 from .contract import DistributedJob
 
 if TYPE_CHECKING:
     from ..backends.base import DeviceContext
 
-__all__ = ["rank_main", "reduce_buffers", "run_and_reduce"]
+__all__ = ["communication_plan", "rank_main", "reduce_buffers", "run_and_reduce"]
 
 
 def reduce_buffers(output: Any | None, gradients: Mapping[int, Any], group: Any = None) -> None:
@@ -40,12 +47,60 @@ def reduce_buffers(output: Any | None, gradients: Mapping[int, Any], group: Any 
         work.wait()
 
 
+def communication_plan(runner: Any, assignment: Sequence[Sequence[int]],
+                       communication: str) -> CommPlan | None:
+    """The runner's plan of the step's collectives, or None.
+
+    None for a runner that cannot plan them (it knows no slice geometry): its buffers
+    are then all-reduced whole.
+    """
+    plan = getattr(runner, "communication_plan", None)
+    return None if plan is None else plan(assignment, communication)
+
+
 def run_and_reduce(job_runner: Any, slices: Sequence[int], operands: Sequence[Any],
-                   upstream: Any, grad: Sequence[int],
-                   group: Any = None) -> tuple[Any, Mapping[int, Any]]:
-    """Run ``slices`` here and all-reduce: every rank then holds the whole result."""
-    output, gradients = job_runner.run(slices, operands, upstream, grad)
-    reduce_buffers(output, gradients, group)
+                   upstream: Any, grad: Sequence[int], group: Any = None, *,
+                   plan: CommPlan | None = None, rank: int = 0, is_cuda: bool = False,
+                   timer: dict[str, float] | None = None) -> tuple[Any, Mapping[int, Any]]:
+    """Run ``slices`` here and exchange: every rank then holds the whole result.
+
+    Args:
+        job_runner: The slice runner.
+        slices: This rank's slices.
+        operands: The operands on this rank's device.
+        upstream: The upstream gradient (None: forward only).
+        grad: The operands that need a gradient.
+        group: The process group (None: the world).
+        plan: The step's collectives (:func:`communication_plan`); None: all-reduce
+            every buffer.
+        rank: This rank (the plan's sources).
+        is_cuda: Fence the device around the timed marks.
+        timer: Filled with ``computed`` and ``waited`` (``perf_counter`` after the
+            slices, after the barrier when there is one) for the timed steps.
+    """
+    import torch.distributed as dist
+
+    from .collectives import Exchange
+
+    exchange = None if plan is None else Exchange(plan, rank, len(slices), group)
+    on_slice = (exchange.after_slice
+                if exchange is not None and plan is not None and plan.communication == "overlap"
+                else None)
+    if on_slice is None:
+        output, gradients = job_runner.run(slices, operands, upstream, grad)
+    else:
+        output, gradients = job_runner.run(slices, operands, upstream, grad, on_slice=on_slice)
+    if timer is not None:
+        _fence(is_cuda)
+        timer["computed"] = time.perf_counter()
+        if on_slice is None:
+            dist.barrier(group=group)
+            _fence(is_cuda)
+        timer["waited"] = time.perf_counter()
+    if exchange is None:
+        reduce_buffers(output, gradients, group)
+    else:
+        exchange.finish({OUTPUT: output, **gradients})
     return output, gradients
 
 
@@ -99,32 +154,105 @@ def rank_main(rank: int, job: DistributedJob, devices: Sequence[str], backend: s
             figures["single"] = _single(job, context, everything, is_cuda, device)
         dist.barrier()
         mine = list(assignment[rank])
+        modes = tuple(dict.fromkeys((job.communication, *job.compare)))
+        plans = {mode: communication_plan(job.runner, assignment, mode) for mode in modes}
+        if job.calibrate and len(devices) > 1:
+            figures["collectives"] = _calibrate(context, len(devices), is_cuda,
+                                                plans[job.communication])
         for _ in range(job.warmup):
-            _step(job, context, mine, is_cuda)
-        steps = [_step(job, context, mine, is_cuda) for _ in range(job.repeats)]
-        for key in ("compute_s", "wait_s", "communication_s", "step_s"):
-            values = [s[key] for s in steps]
-            figures[key] = statistics.median(values)
-            figures[key + "_all"] = values
-        figures["peak_bytes_measured"] = _peak(
-            lambda: run_and_reduce(job.runner, mine, context.operands, context.upstream,
-                                   job.grad), context)
-        figures["peak_bytes_predicted"] = job.runner.predicted_peak_bytes(mine, is_cuda=is_cuda)
-        output, gradients = run_and_reduce(job.runner, mine, context.operands,
-                                           context.upstream, job.grad)
-        figures["reduce_bytes"] = int(sum(t.untyped_storage().nbytes()
-                                          for t in (output, *gradients.values())))
-        if rank == 0 and context.oracle:
-            from ..backends.base import relative_error
-
-            figures["max_grad_error"] = max(relative_error(gradients[k], context.oracle[k])
-                                            for k in job.grad)
+            for mode in modes:
+                _step(job, context, mine, is_cuda, plans[mode], rank)
+        steps: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
+        for _ in range(job.repeats):  # the ways interleaved, step by step
+            for mode in modes:
+                steps[mode].append(_step(job, context, mine, is_cuda, plans[mode], rank))
+        figures["modes"] = {mode: _mode_figures(job, context, mine, is_cuda, plans[mode], rank,
+                                                len(devices), steps[mode])
+                            for mode in modes}
+        figures.update(figures["modes"][job.communication])
+        output = figures.pop("_output")
+        for mode_figures in figures["modes"].values():
+            mode_figures.pop("_output", None)
         if rank == 0 and job.check:
             figures["output_error"] = _output_error(job, context, output)
         dist.barrier()
         return figures
     finally:
         dist.destroy_process_group()
+
+
+def _mode_figures(job: DistributedJob, context: Any, mine: Sequence[int], is_cuda: bool,
+                  plan: CommPlan | None, rank: int, devices: int,
+                  steps: Sequence[Mapping[str, float]]) -> dict[str, Any]:
+    """One way of communicating: its step medians, peaks, bytes and gradient error."""
+    figures: dict[str, Any] = {}
+    for key in ("compute_s", "wait_s", "communication_s", "step_s"):
+        values = [s[key] for s in steps]
+        figures[key] = statistics.median(values)
+        figures[key + "_all"] = values
+    if plan is not None and plan.communication == "overlap":
+        figures["wait_s"] = None
+    figures["peak_bytes_measured"] = _peak(
+        lambda: run_and_reduce(job.runner, mine, context.operands, context.upstream,
+                               job.grad, plan=plan, rank=rank), context)
+    runner: Any = job.runner  # a runner that plans its collectives counts their packs
+    figures["peak_bytes_predicted"] = (
+        runner.predicted_peak_bytes(mine, is_cuda=is_cuda) if plan is None
+        else runner.predicted_peak_bytes(mine, is_cuda=is_cuda, exchange=plan))
+    output, gradients = run_and_reduce(job.runner, mine, context.operands,
+                                       context.upstream, job.grad, plan=plan, rank=rank)
+    figures["reduce_bytes"] = int(sum(t.untyped_storage().nbytes()
+                                      for t in (output, *gradients.values())))
+    figures["communication"] = "all-reduce" if plan is None else plan.communication
+    figures["moved_bytes"] = (int(round(2 * (devices - 1) / devices * figures["reduce_bytes"]))
+                              if plan is None else plan.received_bytes(rank))
+    figures["calls"] = (1 + len(gradients)) if plan is None else plan.calls
+    if rank == 0 and context.oracle:
+        from ..backends.base import relative_error
+
+        figures["max_grad_error"] = max(relative_error(gradients[k], context.oracle[k])
+                                        for k in job.grad)
+    figures["_output"] = output
+    return figures
+
+
+def _calibrate(context: Any, devices: int, is_cuda: bool,
+               plan: CommPlan | None) -> dict[str, Any]:
+    """The collectives alone, before the steps (:mod:`.projection` fits them).
+
+    A barrier, and an all-reduce and a broadcast of one element and of the step's
+    buffers' size (at least a MiB of elements).
+    """
+    import torch
+    import torch.distributed as dist
+
+    from .projection import fit_collective_costs
+
+    like = context.operands[0]
+    large = max(1 << 20, sum(plan.buffer_elements.values()) if plan is not None else 0)
+
+    def timed(call: Callable[[], Any], times: int = 10) -> float:
+        call()
+        seconds = []
+        for _ in range(times):
+            dist.barrier()
+            _fence(is_cuda)
+            start = time.perf_counter()
+            call()
+            _fence(is_cuda)
+            seconds.append(time.perf_counter() - start)
+        return statistics.median(seconds)
+
+    samples: dict[str, list[tuple[int, float]]] = {"all_reduce": [], "broadcast": []}
+    for elements in (1, large):
+        tensor = torch.zeros(elements, dtype=like.dtype, device=like.device)
+        nbytes = elements * tensor.element_size()
+        samples["all_reduce"].append((int(2 * (devices - 1) / devices * nbytes),
+                                      timed(partial(dist.all_reduce, tensor))))
+        samples["broadcast"].append((nbytes, timed(partial(dist.broadcast, tensor, 0))))
+        del tensor
+    barrier = timed(dist.barrier, 20)
+    return {**fit_collective_costs(samples, barrier).to_dict(), "samples": samples}
 
 
 def _fence(is_cuda: bool) -> None:
@@ -134,22 +262,19 @@ def _fence(is_cuda: bool) -> None:
         torch.cuda.synchronize()
 
 
-def _step(job: DistributedJob, context: Any, slices: Sequence[int],
-          is_cuda: bool) -> dict[str, float]:
+def _step(job: DistributedJob, context: Any, slices: Sequence[int], is_cuda: bool,
+          plan: CommPlan | None, rank: int) -> dict[str, float]:
     import torch.distributed as dist
 
     dist.barrier()
     _fence(is_cuda)
+    timer: dict[str, float] = {}
     start = time.perf_counter()
-    output, gradients = job.runner.run(slices, context.operands, context.upstream, job.grad)
-    _fence(is_cuda)
-    computed = time.perf_counter()
-    dist.barrier()
-    _fence(is_cuda)
-    waited = time.perf_counter()
-    reduce_buffers(output, gradients)
+    run_and_reduce(job.runner, slices, context.operands, context.upstream, job.grad,
+                   plan=plan, rank=rank, is_cuda=is_cuda, timer=timer)
     _fence(is_cuda)
     done = time.perf_counter()
+    computed, waited = timer["computed"], timer["waited"]
     return {"compute_s": computed - start, "wait_s": waited - computed,
             "communication_s": done - waited, "step_s": done - start}
 

@@ -50,6 +50,7 @@ __all__ = [
     "plan_eager_call",
     "plan_key",
     "set_cache_size",
+    "traced_runs_torch",
 ]
 
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
@@ -206,6 +207,8 @@ def _relaid(tensor: Any, layout: Layout) -> Any:
     with torch.no_grad():
         out.copy_(tensor)
     return out
+
+
 _VF_EINSUM: Callable[..., torch.Tensor] = torch._VF.einsum  # type: ignore[attr-defined]
 _has_torch_function: Callable[[Any], bool] = torch.overrides.has_torch_function
 
@@ -437,6 +440,20 @@ def plan_eager_call(fast: tuple[Any, ...], operands: Sequence[torch.Tensor], equ
     plan = get_plan(*key)
     remember_eager(fast, key, plan)
     return plan
+
+
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
+def traced_runs_torch(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
+                      device: str, mask: tuple[bool, ...], strategy: str, optimize: str,
+                      budget: int) -> bool:
+    """Whether a traced call runs torch.einsum itself (its plan's ``runs_torch``).
+
+    A compiler calls this once while it traces, with the call's static sizes, and keeps
+    the answer as a constant: the graph then holds torch.einsum, which the compiler
+    lowers as it lowers any torch.einsum, or else the custom op of the plan.
+    """
+    return get_plan(equation, shapes, dtype, device, mask, strategy, optimize,
+                    budget).runs_torch
 
 
 def cache_info() -> CacheInfo:

@@ -16,7 +16,7 @@ from corpus import small_cases
 import einsum_analyze.torch as dropin
 from einsum_analyze import analyze
 from einsum_analyze.torch import einsum, patch
-from einsum_analyze.training.choice import FLOP_MARGIN, NO_BUDGET, choose_dropin
+from einsum_analyze.training.choice import NO_BUDGET, TIME_MARGIN, choose_dropin, predicted_s
 from einsum_analyze.training.plans import PlanChoice
 
 TN = ("ni,nj,nk,nl,aix,xjy,yku,ulv->nav",
@@ -66,10 +66,11 @@ def test_a_plan_predicted_faster_runs_and_says_why() -> None:
     dropin.clear_cache()
     equation, shapes = TN
     choice = choose_dropin(equation, shapes, "float64", range(8), "auto", "auto", NO_BUDGET)
-    (torch_model,) = analyze(equation, shapes, dtype="float64",
-                             strategies=["torch-autograd"]).strategies
-    ours = choice.result.forward_flops + choice.result.backward_flops
-    assert ours <= FLOP_MARGIN * (torch_model.forward_flops + torch_model.backward_flops)
+    torch_report = analyze(equation, shapes, dtype="float64", strategies=["torch-autograd"])
+    (torch_model,) = torch_report.strategies
+    sizes = torch_report.equation.size_dict
+    ours = predicted_s(choice.result, sizes, "float64")
+    assert ours <= TIME_MARGIN * predicted_s(torch_model, sizes, "float64")
     assert choice.result.memory.peak_bytes <= torch_model.memory.peak_bytes
     _check_against_oracle(equation, _leaves(shapes))
     assert _last_choice().runs == choice.result.name != "torch.einsum"
@@ -88,12 +89,9 @@ def test_a_budget_under_torch_einsums_peak_runs_a_plan_that_fits() -> None:
     equation, shapes = "ir,jr,kr->ijk", ((12, 16), (12, 16), (12, 16))
     (torch_model,) = analyze(equation, shapes, dtype="float64",
                              strategies=["torch-autograd"]).strategies
-    unbounded = choose_dropin(equation, shapes, "float64", (0, 1, 2), "auto", "auto",
-                              NO_BUDGET)
     budget = torch_model.memory.peak_bytes - 1
     bounded = choose_dropin(equation, shapes, "float64", (0, 1, 2), "auto", "auto",
                             budget)
-    assert unbounded.runs_torch
     assert not bounded.runs_torch
     assert bounded.result.memory.peak_bytes <= budget
     assert "over the budget" in bounded.reason
@@ -137,12 +135,14 @@ def test_auto_never_runs_a_plan_above_torch_einsums_peak_or_work() -> None:
         choice = choose_dropin(case.equation, case.shapes, "float64", grad, "auto", "auto",
                                NO_BUDGET)
         ran[choice.runs_torch] += 1
-        (torch_model,) = analyze(case.equation, case.shapes, dtype="float64", grad=list(grad),
-                                 strategies=["torch-autograd"]).strategies
-        ours = choice.result.forward_flops + choice.result.backward_flops
-        torch_flops = torch_model.forward_flops + torch_model.backward_flops
+        torch_report = analyze(case.equation, case.shapes, dtype="float64", grad=list(grad),
+                               strategies=["torch-autograd"])
+        (torch_model,) = torch_report.strategies
+        sizes = torch_report.equation.size_dict
+        ours = predicted_s(choice.result, sizes, "float64")
+        torch_s = predicted_s(torch_model, sizes, "float64")
         beats = (choice.result.memory.peak_bytes <= torch_model.memory.peak_bytes
-                 and ours <= FLOP_MARGIN * torch_flops and ours < torch_flops)
+                 and ours <= TIME_MARGIN * torch_s and ours < torch_s)
         assert choice.runs_torch == (not beats), (case.name, choice.reason)
     assert ran[True] and ran[False]  # both kinds of call are in the corpus
 
@@ -160,3 +160,32 @@ def test_the_fallback_runs_torch_einsums_own_path_bit_for_bit() -> None:
     for g, w in zip(torch.autograd.grad(got, leaves, upstream),
                     torch.autograd.grad(want, leaves, upstream), strict=True):
         assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize(("equation", "shapes", "runs_torch"), [
+    ("ibnd,jbnd->bnij", ((16, 2, 4, 16), (32, 2, 4, 16)), True),
+    (TN[0], TN[1], False),
+])
+def test_a_traced_call_holds_torch_einsum_where_eager_calls_run_it(
+        equation: str, shapes: tuple[tuple[int, ...], ...], runs_torch: bool) -> None:
+    graphs: list[str] = []
+
+    def recording(gm: torch.fx.GraphModule, example: object) -> object:
+        graphs.append(gm.code)
+        return gm.forward
+
+    torch._dynamo.reset()
+    leaves = _leaves(shapes)
+    compiled = torch.compile(dropin.Einsum(equation), fullgraph=True, dynamic=False,
+                             backend=recording)
+    y = compiled(*leaves)
+    grads = torch.autograd.grad(y, leaves, torch.ones_like(y))
+    exact = [t.detach().requires_grad_() for t in leaves]
+    want = torch.einsum(equation, *exact)
+    torch.testing.assert_close(y, want)
+    for got, wanted in zip(grads, torch.autograd.grad(want, exact, torch.ones_like(want)),
+                           strict=True):
+        torch.testing.assert_close(got, wanted)
+    (graph,) = graphs
+    assert ("einsum_analyze" not in graph) == runs_torch
+    assert ("torch.functional.einsum" in graph or "torch.einsum" in graph) == runs_torch

@@ -1,0 +1,292 @@
+"""One training step of transformers models, under ``patch()`` against plain torch.einsum.
+
+Models built from configs with random weights (nothing is downloaded): XLNet, Funnel,
+Longformer and Mamba2, each with its dropout off so that both runs compute the same
+step. One step is the forward pass of a language-model loss and its backward pass; the
+two runs (``torch``: torch.einsum as it is; ``patched``: inside
+``einsum_analyze.torch.patch()``) alternate step by step on one model, so that drift
+falls on both alike. Reported per model: median step seconds, measured peak (CUDA
+``max_memory_allocated`` above what the model and batch hold; cpu: the allocator's
+events under ``torch.profiler``), the loss and the largest relative gradient gap between
+the two runs, and what the drop-in ran for each einsum of the step (``cache_info()``).
+
+    python benchmarks/bench_models.py --device cpu --size tiny --threads 1
+    python benchmarks/bench_models.py --device cuda --size full --json models.json
+
+``--size full`` is the issue's (XLNet d_model 512, 4 layers, batch 8x256, and the others
+alike); ``tiny`` fits the 2-core cpu. Needs ``transformers``; it prints one line and
+exits 2 where it is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import environment  # noqa: E402
+
+SIZES: dict[str, dict[str, int]] = {
+    "full": {"width": 512, "layers": 4, "heads": 8, "batch": 8, "length": 256,
+             "vocab": 8192},
+    "tiny": {"width": 64, "layers": 2, "heads": 4, "batch": 2, "length": 64, "vocab": 512},
+}
+"""Model width, layers, attention heads, batch, sequence length and vocabulary."""
+
+
+def _xlnet(size: dict[str, int]) -> Any:
+    from transformers import XLNetConfig, XLNetLMHeadModel
+
+    return XLNetLMHeadModel(XLNetConfig(
+        vocab_size=size["vocab"], d_model=size["width"], n_layer=size["layers"],
+        n_head=size["heads"], d_inner=4 * size["width"], dropout=0.0))
+
+
+def _funnel(size: dict[str, int]) -> Any:
+    from transformers import FunnelConfig, FunnelForMaskedLM
+
+    return FunnelForMaskedLM(FunnelConfig(
+        vocab_size=size["vocab"], block_sizes=[size["layers"] // 2 or 1] * 2,
+        d_model=size["width"], n_head=size["heads"], d_head=size["width"] // size["heads"],
+        d_inner=4 * size["width"], hidden_dropout=0.0, attention_dropout=0.0,
+        activation_dropout=0.0))
+
+
+def _longformer(size: dict[str, int]) -> Any:
+    from transformers import LongformerConfig, LongformerForMaskedLM
+
+    return LongformerForMaskedLM(LongformerConfig(
+        vocab_size=size["vocab"], hidden_size=size["width"],
+        num_hidden_layers=size["layers"], num_attention_heads=size["heads"],
+        intermediate_size=4 * size["width"],
+        attention_window=[size["length"] // 4] * size["layers"],
+        max_position_embeddings=size["length"] + 2, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0))
+
+
+def _mamba2(size: dict[str, int]) -> Any:
+    from transformers import Mamba2Config, Mamba2ForCausalLM
+
+    head_dim = 16 if size["width"] < 256 else 64
+    return Mamba2ForCausalLM(Mamba2Config(
+        vocab_size=size["vocab"], hidden_size=size["width"], num_hidden_layers=size["layers"],
+        expand=2, head_dim=head_dim, num_heads=2 * size["width"] // head_dim,
+        state_size=16 if size["width"] < 256 else 64, n_groups=1,
+        chunk_size=size["length"] // 4))
+
+
+MODELS: dict[str, Callable[[dict[str, int]], Any]] = {
+    "xlnet": _xlnet, "funnel": _funnel, "longformer": _longformer, "mamba2": _mamba2,
+}
+
+
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter,
+                                          "cpu": time.process_time}
+"""``--clock``: wall time, or the process's CPU time (all its threads), which on a
+shared CPU leaves out the time other processes hold the cores."""
+CLOCK = CLOCKS["wall"]
+
+
+def fence(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def training_step(model: Any, ids: Any, labels: Any) -> Callable[[], Any]:
+    """Forward (a language-model loss on random labels) and backward; returns the loss."""
+    def step() -> Any:
+        model.zero_grad(set_to_none=True)
+        loss = model(input_ids=ids, labels=labels).loss
+        loss.backward()
+        return loss.detach()
+
+    return step
+
+
+def measured_peak(step: Callable[[], Any], device: str) -> int:
+    """The allocator's peak during ``step``, above what is held before it."""
+    import torch
+
+    if device == "cuda":
+        fence(device)
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        step()
+        fence(device)
+        return int(torch.cuda.max_memory_allocated() - base)
+    from einsum_analyze.backends.torch_backend import allocator_peak_cpu
+
+    peak, _ = allocator_peak_cpu(step)
+    return int(peak)
+
+
+def run_model(name: str, size: dict[str, int], args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    import einsum_analyze.torch as dropin
+
+    torch.manual_seed(0)
+    model = MODELS[name](size).to(args.device)
+    model.train()
+    ids = torch.randint(0, size["vocab"], (size["batch"], size["length"]),
+                        generator=torch.Generator().manual_seed(1)).to(args.device)
+    labels = torch.randint(0, size["vocab"], (size["batch"], size["length"]),
+                           generator=torch.Generator().manual_seed(2)).to(args.device)
+    plain = training_step(model, ids, labels)
+    patcher = dropin.patch()
+
+    def patched() -> Any:
+        with patcher:
+            return plain()
+
+    einsum_calls = count_einsums(plain)
+    loss_torch = plain()
+    grads_torch = {n: p.grad.detach().clone() for n, p in model.named_parameters()
+                   if p.grad is not None}
+    dropin.clear_cache()
+    loss_patched = patched()
+    gap = max((float((p.grad - grads_torch[n]).abs().max())
+               / max(float(grads_torch[n].abs().max()), 1e-30))
+              for n, p in model.named_parameters() if p.grad is not None)
+    runs: dict[str, list[float]] = {"torch": [], "patched": []}
+    steps = {"torch": plain, "patched": patched}
+    for _ in range(args.warmup):
+        plain()
+        patched()
+    for repeat in range(args.repeats):
+        for which in (("torch", "patched") if repeat % 2 == 0 else ("patched", "torch")):
+            fence(args.device)
+            start = CLOCK()
+            steps[which]()
+            fence(args.device)
+            runs[which].append(CLOCK() - start)
+    measured: dict[str, list[int]] = {"torch": [], "patched": []}
+    for _ in range(2):  # the second of each: the first may hold one-time allocations
+        for which, step in steps.items():
+            measured[which].append(measured_peak(step, args.device))
+    peaks = {which: values[-1] for which, values in measured.items()}
+    choices = {}
+    for choice in dropin.cache_info().choices:
+        choices.setdefault(f"{choice.equation} {choice.runs}", 0)
+        choices[f"{choice.equation} {choice.runs}"] += 1
+    seconds = {which: statistics.median(times) for which, times in runs.items()}
+    return {
+        "model": name, "size": size, "einsum_calls_per_step": einsum_calls,
+        "seconds": seconds, "peak_bytes": peaks,
+        "time_ratio": seconds["patched"] / seconds["torch"],
+        "peak_ratio": peaks["patched"] / peaks["torch"] if peaks["torch"] else math.nan,
+        "loss": {"torch": float(loss_torch), "patched": float(loss_patched)},
+        "largest_relative_gradient_gap": gap,
+        "dropin_ran": choices,
+    }
+
+
+def count_einsums(step: Callable[[], Any]) -> int:
+    """torch.einsum calls in one step (forward; backward runs no torch.einsum)."""
+    import torch
+
+    original = torch.einsum
+    count = 0
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal count
+        count += 1
+        return original(*args, **kwargs)
+
+    torch.einsum = counting
+    try:
+        step()
+    finally:
+        torch.einsum = original
+    return count
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--size", default=None, choices=tuple(SIZES),
+                        help="full (the default on cuda) or tiny (on cpu)")
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated, of: {', '.join(MODELS)}")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (cpu)")
+    parser.add_argument("--clock", choices=tuple(CLOCKS), default=None,
+                        help="wall (default on cuda) or the process's cpu time (default "
+                        "on cpu)")
+    parser.add_argument("--json", dest="json_path", default=None)
+    args = parser.parse_args()
+    global CLOCK
+    args.clock = args.clock or ("wall" if args.device == "cuda" else "cpu")
+    if args.device == "cuda" and args.clock == "cpu":
+        print("bench_models: --clock cpu times the host only; use wall on cuda",
+              file=sys.stderr)
+        return 2
+    CLOCK = CLOCKS[args.clock]
+    try:
+        import transformers
+    except ImportError:
+        print("bench_models: transformers is not installed", file=sys.stderr)
+        return 2
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("bench_models: no CUDA device here", file=sys.stderr)
+        return 2
+    names = [n for n in args.models.split(",") if n]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        print(f"bench_models: unknown model {unknown[0]!r} (known: {', '.join(MODELS)})",
+              file=sys.stderr)
+        return 2
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    size = SIZES[args.size or ("full" if args.device == "cuda" else "tiny")]
+    start = time.perf_counter()
+    results = []
+    for name in names:
+        results.append(run_model(name, size, args))
+        print(f"# {name} done ({time.perf_counter() - start:.0f} s)", file=sys.stderr,
+              flush=True)
+    env = {**environment(args.device), "transformers": transformers.__version__,
+           "clock": args.clock,
+           "load_average_1min": round(os.getloadavg()[0], 2),
+           "command": " ".join(["python"] + sys.argv)}
+    lines = ["| model | einsums/step | torch ms | patched ms | time patched/torch | "
+             "torch peak MiB | patched peak MiB | peak patched/torch | gradient gap | "
+             "loss torch | loss patched |", "|" + "---|" * 11]
+    for r in results:
+        lines.append(
+            f"| {r['model']} | {r['einsum_calls_per_step']} | "
+            f"{r['seconds']['torch'] * 1e3:.2f} | {r['seconds']['patched'] * 1e3:.2f} | "
+            f"{r['time_ratio']:.3f} | {r['peak_bytes']['torch'] / 2**20:.2f} | "
+            f"{r['peak_bytes']['patched'] / 2**20:.2f} | {r['peak_ratio']:.3f} | "
+            f"{r['largest_relative_gradient_gap']:.1e} | {r['loss']['torch']:.5f} | "
+            f"{r['loss']['patched']:.5f} |")
+    ran = ["What the drop-in ran (einsum, then torch.einsum or a strategy: cached calls):"]
+    ran += [f"  {r['model']}: " + "; ".join(f"{k} x{v}" for k, v in r["dropin_ran"].items())
+            for r in results]
+    met = [r["model"] for r in results if r["time_ratio"] <= 1.0 and r["peak_ratio"] <= 1.0]
+    print("\n".join(["Environment: " + json.dumps(env), f"size: {json.dumps(size)}", ""]
+                    + lines + [""] + ran + ["",
+                    "targets (<= 1.0x step time and peak) met by: " + (", ".join(met) or "none"),
+                    f"wall: {time.perf_counter() - start:.1f} s"]))
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(
+            {"environment": env, "size": size, "models": results}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,250 @@
+"""The drop-in's autograd features and safety, each against torch.einsum in float64.
+
+gradcheck and gradgradcheck on PyTorch's einsum OpInfo samples; torch.func transforms
+and forward-mode AD (the drop-in runs torch.einsum under them); saved tensors modified
+in place; plans for every grad mask; ``patch()`` across threads; dtypes and autocast
+torch.einsum handles itself; the options' one-line errors; nothing cached for a call
+that fails.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from torch_einsum_cases import OPINFO, TorchCase
+
+import einsum_analyze.torch as dropin
+from einsum_analyze.errors import DropinValueError
+from einsum_analyze.torch import einsum, patch
+from einsum_analyze.training.calls import TORCH_EINSUM
+from einsum_analyze.training.choice import NO_BUDGET
+from einsum_analyze.training.plans import get_plan
+
+STRATEGIES = ["reverse", "independent", "checkpoint", "sliced"]
+
+TORCH_JVP_WARNING = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+"""torch's forward AD loads its jvp decompositions through torch.jit.script on first use."""
+
+
+@pytest.fixture(params=["function", "custom-op"])
+def eager_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run eager calls through the autograd.Function twin, then through the custom op."""
+    monkeypatch.setattr(dropin, "EAGER_FAST_PATH", request.param == "function")
+    return str(request.param)
+
+
+def _sample(case: TorchCase) -> tuple[str, list[torch.Tensor]]:
+    equation, *operands = case.build()
+    return equation, [t.requires_grad_() for t in operands]
+
+
+@pytest.mark.parametrize("case", OPINFO, ids=str)
+def test_gradcheck_and_gradgradcheck_pass_on_the_opinfo_samples(case: TorchCase,
+                                                                eager_path: str) -> None:
+    equation, operands = _sample(case)
+
+    def ours(*tensors: torch.Tensor) -> torch.Tensor:
+        return einsum(equation, *tensors, strategy="reverse")
+
+    assert torch.autograd.gradcheck(ours, operands)
+    assert torch.autograd.gradgradcheck(ours, operands)
+
+
+def _pair() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(5)
+    return (torch.randn(3, 4, generator=generator, dtype=torch.float64),
+            torch.randn(4, 5, generator=generator, dtype=torch.float64))
+
+
+def _both(fn: Any) -> tuple[Any, Any]:
+    """``fn`` run with the drop-in (a plan of ours) and with torch.einsum."""
+    return (fn(lambda *a: einsum(*a, strategy="reverse")), fn(TORCH_EINSUM))
+
+
+@TORCH_JVP_WARNING
+@pytest.mark.parametrize("transform", ["grad", "vjp", "jacrev", "jacfwd", "jvp", "vmap",
+                                       "vmap-outer"])
+def test_torch_func_transforms_give_torch_einsums_results(transform: str) -> None:
+    a, b = _pair()
+    tangent = torch.ones_like(a)
+
+    def run(op: Any) -> Any:
+        def f(x: torch.Tensor) -> torch.Tensor:
+            return op("ij,jk->ik", x, b)
+
+        match transform:
+            case "grad":
+                return torch.func.grad(lambda x: f(x).sin().sum())(a)
+            case "vjp":
+                out, pull = torch.func.vjp(f, a)
+                return out, pull(torch.ones_like(out))
+            case "jacrev":
+                return torch.func.jacrev(f)(a)
+            case "jacfwd":
+                return torch.func.jacfwd(f)(a)
+            case "jvp":
+                return torch.func.jvp(f, (a,), (tangent,))
+            case "vmap":
+                return torch.func.vmap(lambda row: op("j,jk->k", row, b))(a)
+            case _:
+                return torch.func.vmap(lambda row: op("i,j->ij", row, row))(a)
+
+    ours, torch_result = _both(run)
+    torch.testing.assert_close(ours, torch_result)
+
+
+@TORCH_JVP_WARNING
+def test_forward_mode_ad_gives_torch_einsums_tangent() -> None:
+    import torch.autograd.forward_ad as fwad
+
+    a, b = _pair()
+    tangent = torch.randn_like(a)
+
+    def run(op: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        with fwad.dual_level():
+            out = op("ij,jk->ik", fwad.make_dual(a, tangent), b)
+            primal, derivative = fwad.unpack_dual(out)
+            return primal.clone(), derivative.clone()
+
+    ours, torch_result = _both(run)
+    torch.testing.assert_close(ours, torch_result)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_an_operand_modified_in_place_before_backward_raises(strategy: str,
+                                                             eager_path: str) -> None:
+    a, b = (t.requires_grad_() for t in _pair())
+    y = einsum("ij,jk->ik", a, b, strategy=strategy)
+    with torch.no_grad():
+        a.mul_(10)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_retain_graph_runs_backward_twice(strategy: str, eager_path: str) -> None:
+    generator = torch.Generator().manual_seed(2)
+    a, b, c = (torch.randn(s, generator=generator, dtype=torch.float64, requires_grad=True)
+               for s in ((3, 4), (4, 5), (5, 2)))
+    y = einsum("ij,jk,kl->il", a, b, c, strategy=strategy).square().sum()
+    first = torch.autograd.grad(y, (a, b, c), retain_graph=True)
+    second = torch.autograd.grad(y, (a, b, c))
+    want = torch.autograd.grad(TORCH_EINSUM("ij,jk,kl->il", a, b, c).square().sum(),
+                               (a, b, c))
+    torch.testing.assert_close(first, want)
+    torch.testing.assert_close(second, want)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=st.sampled_from([("ij,jk,kl->il", ((4, 5), (5, 6), (6, 3))),
+                          ("c->", ((6,),)),
+                          ("bij,bjk->bik", ((2, 3, 4), (2, 4, 5))),
+                          ("ab,bc,ca->", ((3, 4), (4, 5), (5, 3)))]),
+    strategy=st.sampled_from(["auto", *STRATEGIES]),
+    budget=st.sampled_from([None, "2KiB", "100KiB"]),
+    data=st.data(),
+)
+def test_every_plan_builds_for_every_grad_mask(case: tuple[str, Any], strategy: str,
+                                              budget: str | None, data: Any) -> None:
+    equation, shapes = case
+    mask = data.draw(st.lists(st.booleans(), min_size=len(shapes), max_size=len(shapes)))
+    assume(any(mask))
+    generator = torch.Generator().manual_seed(0)
+    operands = [torch.randn(s, generator=generator, dtype=torch.float64).requires_grad_(m)
+                for s, m in zip(shapes, mask, strict=True)]
+    wanted = [t for t in operands if t.requires_grad]
+    want = torch.autograd.grad(TORCH_EINSUM(equation, *operands).sum(), wanted)
+    try:
+        y = einsum(equation, *operands, strategy=strategy, budget=budget)
+    except RuntimeError as err:  # a budget no plan meets: said in one line, nothing else
+        assert "budget" in str(err) and "\n" not in str(err)
+    else:
+        torch.testing.assert_close(torch.autograd.grad(y.sum(), wanted), want)
+
+
+def test_patch_restores_torch_einsum_across_threads_in_any_order() -> None:
+    original = torch.einsum
+    entered = [threading.Event() for _ in range(2)]
+    leave = [threading.Event() for _ in range(2)]
+    routed: list[bool] = [False, False]
+
+    def scope(k: int) -> None:
+        with patch(strategy="reverse"):
+            entered[k].set()
+            leave[k].wait(5)
+            routed[k] = torch.einsum is not original
+
+    threads = [threading.Thread(target=scope, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for event in entered:
+        assert event.wait(5)
+    leave[0].set()  # the first scope closes first: the second is still open
+    threads[0].join(5)
+    assert torch.einsum is not original
+    leave[1].set()
+    threads[1].join(5)
+    assert routed == [True, True]
+    assert torch.einsum is original and torch.functional.einsum is original
+
+
+def test_integer_and_bool_operands_run_torch_einsum() -> None:
+    a = torch.arange(6).reshape(2, 3)
+    b = torch.arange(12).reshape(3, 4)
+    for equation, x, y in (("ij,jk->ik", a, b), ("i,j->ij", a[0] > 0, b[0] > 5)):
+        got, want = einsum(equation, x, y), TORCH_EINSUM(equation, x, y)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    with patch():
+        assert torch.equal(torch.einsum("ij,jk->ik", a, b), TORCH_EINSUM("ij,jk->ik", a, b))
+
+
+def test_autocast_with_float32_and_float64_behaves_as_torch_einsum() -> None:
+    a = torch.randn(4, 5)
+    b = torch.randn(5, 6, dtype=torch.float64)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with pytest.raises(RuntimeError) as want:
+            TORCH_EINSUM("ij,jk->ik", a, b)
+        with pytest.raises(type(want.value)):
+            einsum("ij,jk->ik", a, b)
+        same = einsum("ij,jk->ik", a, b.float(), strategy="reverse")
+        assert same.dtype == TORCH_EINSUM("ij,jk->ik", a, b.float()).dtype
+
+
+@pytest.mark.parametrize(("options", "culprit"), [
+    ({"optimize": None}, "optimize=None"),
+    ({"optimize": "fastest"}, "optimize='fastest'"),
+    ({"strategy": "nope"}, "nope"),
+    ({"strategy": 3}, "strategy=3"),
+    ({"budget": 1.5}, "budget=1.5"),
+])
+def test_bad_options_are_one_line(options: dict[str, Any], culprit: str) -> None:
+    a, b = _pair()
+    with pytest.raises(DropinValueError) as caught:
+        einsum("ij,jk->ik", a, b, **options)
+    assert culprit in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_failing_call_caches_nothing() -> None:
+    dropin.clear_cache()
+    a, b = _pair()
+    for bad in (("ij,jq->iq", a, torch.randn(5, 5, dtype=torch.float64)), ("i1,1k", a, b)):
+        with pytest.raises(RuntimeError):
+            einsum(*bad, strategy="reverse")
+    assert dropin.cache_info().size == 0
+
+
+def test_a_layout_copy_is_counted_in_the_plan() -> None:
+    plan = get_plan("ij,jk->ik", ((3, 4), (4, 5)), "float64", "cpu", (True, True),
+                    "reverse", "auto", NO_BUDGET)
+    assert plan.relayout == ((3, 5), (5, 1))
+    copy = [e for e in plan.result.events if e.op == "slice_copy"]
+    assert [e.elements for e in copy] == [15]
+    a, b = _pair()
+    assert einsum("ij,jk->ik", a, b, strategy="reverse").view(-1).shape == (15,)
