@@ -5,7 +5,8 @@ dispatch, and on the cpu at least its FLOPs at the rate the runs' refusals assum
 (:data:`einsum_analyze.execution.CPU_FLOPS_PER_S`); a run whose one training step is
 already beyond the cpu's limit is skipped by the runs themselves and not counted here.
 When that lower bound on the runs' total time is beyond :data:`MAX_TOTAL_S`, the count
-is refused before anything runs, with ``--force`` to insist. A bound, not a prediction: the real runs take longer.
+is refused before anything runs, with ``--force`` to insist. A bound, not a prediction:
+the real runs take longer.
 """
 
 from __future__ import annotations
