@@ -29,7 +29,9 @@ from .model.types import DTYPE_ITEMSIZE
 from .report.budgets import apply_budgets
 from .report.cases import BatchReport, Case, CaseEntry, CaseOutcome
 from .report.report import Report, environment
+from .roofline import DeviceProfile
 from .search import (
+    DEFAULT_OBJECTIVE,
     BudgetSummary,
     LimitRow,
     Objective,
@@ -47,7 +49,9 @@ from .strategies import (
     StrategyResult,
     StrategySpec,
     build_strategy,
+    default_strategy_names,
     get_strategy,
+    left_out_note,
     plan_gradients,
 )
 
@@ -75,6 +79,7 @@ def analyze(
     max_search_s: float | None = DEFAULT_MAX_SEARCH_S,
     on_search: SearchCallback | None = None,
     fallback: bool = True,
+    profile: DeviceProfile | None = None,
 ) -> Report:
     """Analyse an einsum: normalise it, plan its forward path, replay its memory.
 
@@ -97,16 +102,18 @@ def analyze(
             or text such as ``"0,3"`` or ``"9-17"``.
         strategies: Registered backward strategies to model
             (:func:`einsum_analyze.strategies.strategy_names`; ``None`` or empty:
-            forward only).
+            forward only). The default, ``STRATEGIES`` itself, is the defaults for the
+            equation's size: ``independent`` is left out above 200 operands, and a
+            warning says so (name it to model it at any size).
         strategy_options: Options of the chosen strategies, by strategy name.
         budget: Training budget: the training peak, inputs included, in bytes (``int``
             or text such as ``"40GiB"``). Each strategy says whether it fits; a strategy
             with a ``budget_bytes`` option is given it; the search recommends a plan
             within it, or the plan of least peak when none fits.
-        objective: ``"flops"``, ``"memory"`` or ``"balanced"``: search candidate paths
-            and strategies for the training step (:mod:`einsum_analyze.search`) and
-            recommend one. None: search only with a budget or a limit sweep (then
-            ``"flops"``).
+        objective: ``"time"``, ``"flops"``, ``"memory"`` or ``"balanced"``: search
+            candidate paths and strategies for the training step
+            (:mod:`einsum_analyze.search`) and recommend one. None: search only with a
+            budget or a limit sweep (then ``"time"``).
         cotengra: Add cotengra's hyper-optimizer to the candidates (None: when installed).
         search_time: Seconds the search may spend re-contracting paths, shared by the
             limits of a sweep (at least :data:`MIN_SEARCH_TIME` each).
@@ -119,6 +126,8 @@ def analyze(
             (exponential in the operands) starts, e.g. to print it at once.
         fallback: When no plan of ``strategies`` fits the budget, the search also scores
             the strategies registered as a fallback (``sliced``), named or not.
+        profile: The device profile the search predicts every plan's time on (None: the
+            nominal ``cpu`` profile).
 
     Returns:
         The :class:`Report`.
@@ -137,16 +146,20 @@ def analyze(
         raise BackendUnavailableError(
             "--cotengra needs the cotengra extra: pip install 'einsum-analyze[cotengra]'"
         )
+    if max_search_s is not None and not max_search_s > 0:
+        raise PlanningError(f"--max-search-time {max_search_s:g} s: the search needs a time "
+                            "above 0 s, such as 2 or 500ms")
     limits = _limit_list(memory_limit)
     budget_bytes = _parse_budget(budget)
     searching = objective is not None or budget_bytes is not None or len(limits) > 1
-    chosen_objective = check_objective(objective or "flops") if searching else None
+    chosen_objective = (check_objective(DEFAULT_OBJECTIVE if objective is None else objective)
+                        if searching else None)
     options = _budget_options(strategies or (), strategy_options or {}, budget_bytes)
     common: dict[str, Any] = dict(
         sizes=sizes, optimize=optimize, dtype=dtype, grad=grad, strategies=strategies,
         strategy_options=options, budget_bytes=budget_bytes, objective=chosen_objective,
         cotengra=cotengra, search_time=max(search_time / len(limits), MIN_SEARCH_TIME),
-        max_search_s=max_search_s, on_search=on_search, fallback=fallback,
+        max_search_s=max_search_s, on_search=on_search, fallback=fallback, profile=profile,
     )
     with remembered_paths():  # the limits and the search share opt_einsum's paths
         report = _analyze_one(equation, shapes, memory_limit=limits[0], **common)
@@ -178,6 +191,7 @@ def _analyze_one(
     max_search_s: float | None,
     on_search: SearchCallback | None,
     fallback: bool,
+    profile: DeviceProfile | None,
 ) -> Report:
     """One analysis under one memory limit (the body of :func:`analyze`)."""
     start = time.perf_counter()
@@ -203,6 +217,11 @@ def _analyze_one(
     inference: MemoryProfile | None = None
     gradients: GradientPlan | None = None
     warnings: list[str] = list(plan.warnings)
+    if strategies is STRATEGIES:  # not named: the defaults for this size
+        strategies = default_strategy_names(eq.num_operands)
+        note = left_out_note(eq.num_operands)
+        if note is not None:
+            warnings.append(note)
     chosen = _check_strategies(strategies or (), strategy_options or {})
     operands: tuple[int, ...] = ()  # nothing is differentiated without a strategy
     if chosen or objective is not None:
@@ -250,7 +269,7 @@ def _analyze_one(
         objective=objective, budget_bytes=budget_bytes,
         memory_limit=limit, optimize=optimize, cotengra=cotengra, search_time=search_time,
         strategies=strategy_results, max_search_s=max_search_s,
-        strategy_options=strategy_options, fallback=fallback,
+        strategy_options=strategy_options, fallback=fallback, profile=profile, dtype=dtype,
     )
     if recommended is not None and not recommended.fits:
         warnings.append(_no_fit_warning(recommended, summary))
@@ -366,6 +385,8 @@ def _search(
     max_search_s: float | None,
     strategy_options: Mapping[str, Mapping[str, Any]] | None = None,
     fallback: bool = True,
+    profile: DeviceProfile | None = None,
+    dtype: str = "float32",
 ) -> tuple[SearchResult | None, Recommendation | None, BudgetSummary | None]:
     """The search, its recommendation and the budget's summary (each None if not asked)."""
     found = recommended = None
@@ -378,21 +399,22 @@ def _search(
                                          if get_strategy(s.name).lowered],
                              known=strategies, max_search_s=max_search_s,
                              options=strategy_options, upstream_copy=upstream_copy,
-                             fallback=fallback)
+                             fallback=fallback, profile=profile, dtype=dtype)
         recommended = recommend(found, budget_bytes)
+        # No budget: the cheapest plan that holds no more than torch.einsum itself
+        # would (the torch-autograd model's training peak), where the front has one.
+        model = next((s for s in strategies if s.name == "torch-autograd"), None)
+        if model is None:
+            model = remembered(
+                strategy_key("torch-autograd", plan, operands, itemsize=itemsize,
+                             own_path=get_strategy("torch-autograd").own_path),
+                lambda: build_strategy("torch-autograd", plan, operands, itemsize=itemsize))
+        capped = recommend(found, model.memory.peak_bytes)
+        free = replace(capped, budget_bytes=None) if capped.fits else recommend(found, None)
         if budget_bytes is None:
-            # No budget: the cheapest plan that holds no more than torch.einsum itself
-            # would (the torch-autograd model's training peak), where the front has one.
-            model = next((s for s in strategies if s.name == "torch-autograd"), None)
-            if model is None:
-                model = remembered(
-                    strategy_key("torch-autograd", plan, operands, itemsize=itemsize,
-                                 own_path=get_strategy("torch-autograd").own_path),
-                    lambda: build_strategy("torch-autograd", plan, operands,
-                                           itemsize=itemsize))
-            capped = recommend(found, model.memory.peak_bytes)
-            if capped.fits:
-                recommended = replace(capped, budget_bytes=None)
+            recommended = free
+        else:
+            recommended = replace(recommended, unconstrained=free.plan)
     summary = None
     if budget_bytes is not None:
         fits = tuple((s.name, s.memory.peak_bytes, s.memory.peak_bytes <= budget_bytes)

@@ -501,6 +501,8 @@ def _with_recommended(report: Report) -> tuple[Report, str | None]:
     rec = report.recommended
     if rec is None:
         return report, None
+    if rec.plan.strategy == "torch-autograd":
+        return report, "torch-autograd"  # torch.einsum's own execution: the baseline's run
     for strategy in report.strategies:
         if strategy.name == rec.plan.strategy and strategy.events == rec.plan.result.events:
             return report, strategy.name
@@ -512,7 +514,7 @@ def _measured(runs: Sequence[Run], label: str) -> tuple[dict[str, Any], ...]:
     """Per device: the recommended run's figures and its ratios to torch autograd's."""
     found: list[dict[str, Any]] = []
     for run in runs:
-        if run.strategy != label or run.is_baseline:
+        if run.strategy != label or (run.is_baseline and label != "torch-autograd"):
             continue
         entry: dict[str, Any] = {"device": run.device, "backend": run.backend,
                                  "skipped": run.skipped}

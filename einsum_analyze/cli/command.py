@@ -27,12 +27,14 @@ from ..model.planning import OPTIMIZERS
 from ..model.types import DType
 from ..render.distributed import render_distributed
 from ..render.terminal import check_json_path, console, progress, write_json
+from ..report.budgets import check_budget_strategy
 from ..strategies import STRATEGIES, get_strategy, strategy_names
 from .base import InputError, OneLineErrors
 from .cases import analyze_cases
-from .devices import DEVICES_HELP, check_devices, run_devices
+from .counts import check_counts
+from .devices import DEVICES_HELP, check_devices, check_run_devices, run_devices, runs_on_cpu
 from .options import RunOptions, Settings, echo_budget_failures, execute_runs
-from .roofline import add_roofline, read_profile, roofline_options
+from .roofline import add_roofline, read_profile, roofline_options, search_profile
 from .verbs import compare_cli, plot_cli, write_plot
 
 if TYPE_CHECKING:
@@ -177,8 +179,10 @@ class _AnalyzeCommand(OneLineErrors):
     "--objective",
     metavar="NAME",
     help="Search paths and strategies for the training step and recommend a plan: "
-    "flops (forward + backward + recompute), memory (training peak) or balanced "
-    "(FLOPs x peak). Default: flops when --budget or a limit list is given, else no search.",
+    "time (the time model's predicted seconds on --roofline's profile, the device that "
+    "runs, or the nominal cpu; torch.einsum's own execution competes), flops (forward + "
+    "backward + recompute), memory (training peak) or balanced (FLOPs x peak). Default: "
+    "time when --budget or a limit list is given, else no search.",
 )
 @click.option(
     "--cotengra/--no-cotengra",
@@ -284,9 +288,9 @@ class _AnalyzeCommand(OneLineErrors):
               help="Budget: median forward + backward seconds of every run (0.5, 250ms).")
 @click.option(
     "--budget-strategy",
-    type=click.Choice(("all", *STRATEGIES), case_sensitive=False),
-    help="Strategy the backward budgets check: a name, or all (each must pass). "
-    "Default: the first in --strategy.",
+    type=click.Choice(("all", *strategy_names()), case_sensitive=False),
+    help="Strategy the backward budgets check: any strategy name, or all (each modelled "
+    "strategy must pass). Default: the first in --strategy.",
 )
 @roofline_options
 @click.version_option(__version__, "-V", "--version", prog_name="einsum-analyze")
@@ -336,8 +340,12 @@ def cli(
             max_flops, max_backward_flops, max_peak, max_retained, max_time, budget_strategy
         )
         dtype = precision_dtype(precision, dtype)
+        # Not given: STRATEGIES itself, the defaults for the equation's size.
+        source = click.get_current_context().get_parameter_source("strategies")
+        named = (STRATEGIES if source is click.core.ParameterSource.DEFAULT
+                 else parse_strategy_names(strategies))
         settings = Settings(optimize, memory_limit, dtype, grad,
-                             parse_strategy_names(strategies), budget, objective, cotengra,
+                             named, budget, objective, cotengra,
                               parse_seconds(max_search_time, "--max-search-time"),
                               read_profile(roofline))
         run = RunOptions(devices, backend, repeats, warmup, seed, max_memory, force,
@@ -345,6 +353,11 @@ def cli(
         run.check(dtype)
         check_json_path(json_path)
         _check_plot_path(plot_path)
+        if cases_path is None:
+            check_budget_strategy(budgets, settings.strategies)
+        check_run_devices(run.device_list(), backend, dtype)
+        if run.device_list() != ():
+            check_counts(repeats, warmup, force=force)
         if cases_path is not None:
             if equation is not None or shapes is not None or sizes is not None:
                 raise click.UsageError("give either --cases or EQUATION with --shapes/--sizes")
@@ -383,6 +396,9 @@ def _analyze(
         raise click.UsageError(
             "running needs at least one --strategy; drop --device or use --device none"
         )
+    searches = (settings.objective is not None or settings.budget is not None
+                or "," in (settings.memory_limit or ""))
+    profile = search_profile(settings.roofline, devices, settings.dtype, searches)
     report = analyze(
         equation,
         parse_shapes(shapes) if shapes is not None else None,
@@ -396,12 +412,16 @@ def _analyze(
         objective=settings.objective,
         cotengra=settings.cotengra,
         max_search_s=settings.max_search_s,
+        profile=profile,
         on_search=lambda notice: click.echo(
             f"note: {notice}; it stops after {settings.max_search_s:g} s (--max-search-time)",
             err=True,
         ),
     )
     report = add_roofline(report, settings.roofline)
+    if devices != () and report.strategies:
+        check_counts(run.repeats, run.warmup, force=run.force, report=report,
+                     on_cpu=runs_on_cpu(devices))
     out = console() if json_path != "-" else None
     if out is not None:
         from ..render.report import render_analysis

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..report.report import Report
     from ..roofline import DeviceProfile
 
-__all__ = ["add_roofline", "read_profile", "roofline_options"]
+__all__ = ["add_roofline", "read_profile", "roofline_options", "search_profile"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,6 +52,21 @@ def read_profile(text: str | None) -> DeviceProfile | None:
     from ..roofline import load_profile
 
     return load_profile(text)
+
+
+def search_profile(given: DeviceProfile | None, devices: tuple[str, ...] | None, dtype: str,
+                   searches: bool) -> DeviceProfile | None:
+    """The profile the search predicts time on (None: the search's nominal default).
+
+    ``--roofline``'s, else, when a search runs before runs, the first device's
+    calibration. ``devices``: ``()`` for analysis only, None for the default devices.
+    """
+    if given is not None or devices == () or not searches:
+        return given
+    from ..backends.calibration import calibrate
+    from ..execution import resolve_devices
+
+    return calibrate(resolve_devices(devices)[0], dtype).profile()
 
 
 def add_roofline(report: Report, profile: DeviceProfile | None) -> Report:

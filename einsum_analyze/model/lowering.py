@@ -1,214 +1,32 @@
 """Lower each contraction of a schedule to the kernels the executor runs.
 
-A step ``A, B -> C`` runs as one batched matrix product (or an elementwise product
-when nothing is summed), after summing away the indices private to one input and,
-where an input's memory layout cannot be viewed as the matrix the product needs,
-after copying it. Those sums and copies are workspace: allocated inside the step and
-freed at its end. The lowering follows every tensor's memory layout through the
-schedule, so it knows exactly which copies happen and how large they are; the memory
-replay counts them, and the executor does exactly what the lowering says.
+Each contraction's kernel comes from :mod:`einsum_analyze.model.kernels`; this module
+follows every tensor's memory layout through the schedule, so it knows exactly which
+copies happen and how large they are. The memory replay counts them, and the executor
+does exactly what the lowering says. The layouts look ahead: a contraction may write
+its result in the layout its consumer reads without a copy.
 
-Indices of size 1 never constrain a layout: they are squeezed and unsqueezed as views.
 Everything here works on labels and sizes; no arrays.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from .kernels import (
+    Layout,
+    cached_kernel,
+    copied_elements,
+    lower_contraction,
+    lower_to_layout,
+    readable_orders,
+)
 from .schedule import Event, InputPrep, Kernel
 
 __all__ = [
     "InputPrep", "Kernel", "Layout", "lower_contraction", "lower_events", "lower_to_layout",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """How a tensor sits in memory, as far as the kernels care.
-
-    Attributes:
-        dims: The label of each dimension (an operand may repeat one: ``"ijj"``).
-        memory: Its distinct labels of size above 1, outermost first in memory.
-        dense: Whether those labels cover the storage without gaps (not a diagonal).
-    """
-
-    dims: str
-    memory: tuple[str, ...]
-    dense: bool
-
-    @classmethod
-    def contiguous(cls, dims: str, sizes: Mapping[str, int]) -> Layout:
-        """A tensor stored in the order of its dimensions (an operand, a new gradient)."""
-        memory, dense = _memory_labels(dims, sizes)
-        return cls(dims, memory, dense)
-
-    @classmethod
-    def packed(cls, dims: str, memory: Sequence[str]) -> Layout:
-        """A dense tensor written by a kernel in the memory order ``memory``."""
-        return cls(dims, tuple(memory), True)
-
-
-def _memory_labels(dims: str, sizes: Mapping[str, int]) -> tuple[tuple[str, ...], bool]:
-    """Memory order and density of a contiguous tensor's one-axis-per-label view.
-
-    Returns the distinct labels (size other than 1: a size-0 label is not squeezed) by
-    decreasing stride, and whether the view is dense.
-
-    A repeated label (a diagonal) has the sum of its positions' strides; such a view is
-    not dense.
-    """
-    stride = 1
-    label_stride: dict[str, int] = {}
-    count: dict[str, int] = {}
-    for char in reversed(dims):
-        size = sizes[char]
-        if size != 1:
-            label_stride[char] = label_stride.get(char, 0) + stride
-            count[char] = count.get(char, 0) + 1
-        stride *= size
-    ordered = tuple(sorted(label_stride, key=lambda c: -label_stride[c]))
-    return ordered, all(n == 1 for n in count.values())
-
-
-def _blocks(order: Sequence[str], first: Sequence[str], second: Sequence[str],
-            third: Sequence[str]) -> bool:
-    """Whether ``order`` is ``first`` then the other two groups, in either order.
-
-    Each group must be contiguous; ``first`` and ``second`` must be in exactly the given
-    label order, ``third`` in any order.
-    """
-    n1 = len(first)
-    if tuple(order[:n1]) != tuple(first):
-        return False
-    rest = tuple(order[n1:])
-    s3 = set(third)
-    n2 = len(second)
-    head, tail = rest[:n2], rest[n2:]
-    if head == tuple(second) and set(tail) == s3:
-        return True
-    n3 = len(third)
-    head, tail = rest[:n3], rest[n3:]
-    return set(head) == s3 and tail == tuple(second)
-
-
-def _elements(labels: Sequence[str], sizes: Mapping[str, int]) -> int:
-    return math.prod(sizes[char] for char in labels)
-
-
-def _prepare(
-    layout: Layout, private: Sequence[str], sizes: Mapping[str, int]
-) -> tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...], int]:
-    """Sum away ``private`` labels; returns (order, dense, reduce, keep, workspace)."""
-    order, dense = layout.memory, layout.dense
-    reduce = tuple(char for char in order if char in private)
-    if not reduce:
-        return order, dense, (), (), 0
-    keep = tuple(char for char in order if char not in private)
-    return keep, True, reduce, keep, _elements(keep, sizes)
-
-
-def lower_contraction(
-    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int]
-) -> Kernel:
-    """Choose the kernel, the copies and the output layout of one contraction.
-
-    Args:
-        layouts: Layout of each input (its dims are its term in the step).
-        output: The step's output term (distinct labels).
-        sizes: Size of every label.
-
-    Returns:
-        The :class:`Kernel`.
-
-    Example:
-        >>> sizes = {"a": 2, "b": 3, "c": 4}
-        >>> ab, bc = Layout.contiguous("ab", sizes), Layout.contiguous("bc", sizes)
-        >>> k = lower_contraction([ab, bc], "ac", sizes)
-        >>> k.kind, k.workspace
-        ('bmm', ())
-    """
-    if len(layouts) > 2:
-        # torch.einsum's result, copied contiguous: its labels in the output's order.
-        return Kernel(kind="einsum", inputs=(), out_order=_memory_labels(output, sizes)[0])
-    big = {char for char in output if sizes[char] != 1}
-    if len(layouts) == 1:
-        (layout,) = layouts
-        private = [char for char in layout.dims if char not in big]
-        order, dense, reduce, keep, work = _prepare(layout, private, sizes)
-        prep = InputPrep(reduce=reduce, keep=keep, copy=(), order=order)
-        kept = tuple(char for char in order if char in big)
-        if reduce:
-            # The sum writes the output directly, in the kept labels' memory order.
-            return Kernel(kind="reduce", inputs=(prep,), out_order=kept)
-        return Kernel(kind="copy", inputs=(prep,), out_order=kept)
-
-    a_layout, b_layout = layouts
-    a_labels = {c for c in a_layout.dims if sizes[c] != 1}
-    b_labels = {c for c in b_layout.dims if sizes[c] != 1}
-    a_order, a_dense, a_reduce, a_keep, a_work = _prepare(
-        a_layout, [c for c in a_labels if c not in b_labels and c not in big], sizes
-    )
-    b_order, b_dense, b_reduce, b_keep, b_work = _prepare(
-        b_layout, [c for c in b_labels if c not in a_labels and c not in big], sizes
-    )
-    workspace = [w for w in (a_work, b_work) if w]
-    shared = [c for c in a_order if c in b_labels]
-    contracted_set = {c for c in shared if c not in big}
-    left = tuple(c for c in a_order if c in big and c not in b_labels)
-    right = tuple(c for c in b_order if c in big and c not in a_labels)
-
-    if not contracted_set:
-        batch = tuple(c for c in a_order if c in b_labels)
-        out_order = batch + left + right
-        return Kernel(
-            kind="mul",
-            inputs=(
-                InputPrep(reduce=a_reduce, keep=a_keep, copy=(), order=a_order),
-                InputPrep(reduce=b_reduce, keep=b_keep, copy=(), order=b_order),
-            ),
-            batch=batch,
-            left=left,
-            right=right,
-            out_order=out_order,
-            workspace=tuple(workspace),
-        )
-
-    # Take the batch and contracted orders from one input or the other, whichever
-    # leaves less to copy (the larger input on a tie).
-    a_size, b_size = _elements(a_order, sizes), _elements(b_order, sizes)
-    choices = []
-    for reference in ((a_order, b_order) if a_size >= b_size else (b_order, a_order)):
-        batch = tuple(c for c in reference if c in big and c in a_labels and c in b_labels)
-        contracted = tuple(c for c in reference if c in contracted_set)
-        a_copy: tuple[str, ...] = ()
-        if not (a_dense and _blocks(a_order, batch, contracted, left)):
-            a_copy = batch + left + contracted
-        b_copy: tuple[str, ...] = ()
-        if not (b_dense and _blocks(b_order, batch, contracted, right)):
-            b_copy = batch + contracted + right
-        copied = (a_size if a_copy else 0) + (b_size if b_copy else 0)
-        choices.append((copied, batch, contracted, a_copy, b_copy))
-    _, batch, contracted, a_copy, b_copy = min(choices, key=lambda choice: choice[0])
-    return _bmm_kernel(
-        InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
-        InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
-        batch=batch, left=left, contracted=contracted, right=right,
-        out_order=batch + left + right, workspace=workspace, sizes=sizes,
-    )
-
-
-def _bmm_kernel(
-    a: InputPrep, b: InputPrep, *, batch: tuple[str, ...], left: tuple[str, ...],
-    contracted: tuple[str, ...], right: tuple[str, ...], out_order: tuple[str, ...],
-    workspace: list[int], sizes: Mapping[str, int],
-) -> Kernel:
-    """A batched matmul of ``a`` and ``b``; each input's copy, if any, joins the workspace."""
-    workspace += [_elements(prep.copy, sizes) for prep in (a, b) if prep.copy]
-    return Kernel(kind="bmm", inputs=(a, b), batch=batch, left=left, contracted=contracted,
-                  right=right, out_order=out_order, workspace=tuple(workspace))
 
 
 def lower_events(
@@ -241,8 +59,11 @@ def lower_events(
     """
     cache = {} if cache is None else cache
     memo: Aimed = {}
-    best, wishes, seen = _lower_pass(events, operand_terms, sizes, cache, {}, memo)
-    if not lookahead or not wishes or len(events) > LOOKAHEAD_EVENTS:
+    track = lookahead and len(events) <= LOOKAHEAD_EVENTS
+    operands = {f"in{k}": Layout.contiguous(term, sizes) for k, term in enumerate(operand_terms)}
+    best, wishes, seen, kept = _lower_pass(events, operands, sizes, cache, {}, memo,
+                                           track=track)
+    if not track or not wishes:
         return best
     best_copied = _copied(best, sizes)
     current = best
@@ -250,7 +71,8 @@ def lower_events(
         if not wishes or not best_copied:
             break
         wishes = _propagate(current, seen, sizes, wishes, memo)
-        current, found, seen = _lower_pass(events, operand_terms, sizes, cache, wishes, memo)
+        current, found, seen, kept = _lower_pass(events, operands, sizes, cache, wishes, memo,
+                                                 kept=kept)
         copied = _copied(current, sizes)
         if copied >= best_copied:
             break
@@ -281,24 +103,8 @@ contractions."""
 
 
 def _copied(events: Sequence[Event], sizes: Mapping[str, int]) -> int:
-    """Elements the lowered schedule copies (:func:`_cost` of every kernel)."""
-    return sum(_cost(event.kernel, sizes) for event in events if event.kernel is not None)
-
-
-def _cost(kernel: Kernel, sizes: Mapping[str, int]) -> int:
-    """Elements a kernel copies, counting a transposing elementwise product as a copy.
-
-    An elementwise product whose output order permutes the labels of its larger input
-    reads that input out of order: it costs about what copying its output would.
-    """
-    copied = sum(kernel.workspace)
-    if kernel.kind != "mul":
-        return copied
-    larger = max((prep.order for prep in kernel.inputs), key=lambda o: _elements(o, sizes))
-    inside = set(larger)
-    if tuple(c for c in kernel.out_order if c in inside) != tuple(larger):
-        copied += _elements(kernel.out_order, sizes)
-    return copied
+    """Elements the lowered schedule copies (:func:`copied_elements` of every kernel)."""
+    return sum(copied_elements(event.kernel, sizes) for event in events if event.kernel is not None)
 
 
 def _propagate(lowered: Sequence[Event], seen: Seen, sizes: Mapping[str, int],
@@ -320,17 +126,8 @@ def _propagate(lowered: Sequence[Event], seen: Seen, sizes: Mapping[str, int],
         for position, (source, prep) in enumerate(zip(entry[1], aimed.inputs, strict=True)):
             if (source is not None and prep.copy and not prep.reduce
                     and lowered[source].phase == event.phase):
-                wishes[source] = _readable(aimed, position)
+                wishes[source] = readable_orders(aimed, position)
     return wishes
-
-
-def _readable(kernel: Kernel, position: int) -> tuple[tuple[str, ...], ...]:
-    """The memory orders in which a bmm reads its input ``position`` without a copy."""
-    batch, contracted = kernel.batch, kernel.contracted
-    own = kernel.left if position == 0 else kernel.right
-    first = batch + own + contracted
-    second = batch + contracted + own
-    return (first, second) if position == 0 else (second, first)
 
 
 Aimed = dict[tuple[tuple[Layout, ...], str, tuple[tuple[str, ...], ...]], Kernel | None]
@@ -356,104 +153,155 @@ def _aim(
     best: Kernel | None = None
     for target in targets:
         kernel = lower_to_layout(layouts, output, sizes, target)
-        if kernel is not None and (best is None
-                                   or _cost(kernel, sizes) < _cost(best, sizes)):
+        if kernel is not None and (
+                best is None or copied_elements(kernel, sizes) < copied_elements(best, sizes)):
             best = kernel
     return best
 
 
+Kept = list["_Record | None"]
+"""What a pass lowered at each position, for the next pass to reuse (None: not kept)."""
+
+_Record = tuple[tuple[Layout, ...], tuple[tuple[str, ...], ...] | None, Event, Layout,
+                tuple[tuple[str, Layout], ...]]
+"""An event's input layouts and wished targets, then what they gave: the lowered event,
+its output's layout, and the inputs it promoted to a new layout (forward copies kept)."""
+
+
 def _lower_pass(
     events: Sequence[Event],
-    operand_terms: Sequence[str],
+    operands: Mapping[str, Layout],
     sizes: Mapping[str, int],
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
     wishes: Wishes,
     memo: Aimed,
-) -> tuple[tuple[Event, ...], Wishes, Seen]:
+    *,
+    track: bool = True,
+    kept: Kept | None = None,
+) -> tuple[tuple[Event, ...], Wishes, Seen, Kept]:
     """One lowering of ``events``; the contractions in ``wishes`` aim at those layouts.
 
+    Args:
+        events: The schedule.
+        operands: The caller's operands' layouts (the same objects every pass).
+        sizes: Size of every label.
+        cache: Kernels by input layouts and output term.
+        wishes: Targets of the contractions aimed at (:data:`Wishes`).
+        memo: :func:`_aimed`'s answers.
+        track: Whether another pass follows (without: only the lowered events).
+        kept: The last pass's records: a contraction whose inputs have the very layouts
+            and whose wishes are the ones it had then gives what it gave then, so a pass
+            redoes only what a changed wish reaches.
+
     Returns the lowered events; for the next pass, the layouts each product copied a
-    contraction's result into (the first product's); and what each event read
-    (:data:`Seen`).
+    contraction's result into (the first product's), what each event read
+    (:data:`Seen`) and the records (:data:`Kept`). Without ``track`` the last three are
+    left empty.
     """
-    layouts: dict[str, Layout] = {
-        f"in{k}": Layout.contiguous(term, sizes) for k, term in enumerate(operand_terms)
-    }
+    layouts: dict[str, Layout] = dict(operands)
     # Intermediates the forward pass frees are not kept for backward.
     freed_in_forward = {e.tensor for e in events if e.kind == "free" and e.phase == "forward"}
     producer: dict[str, int] = {}
     found: Wishes = {}
     lowered: list[Event] = []
     seen: Seen = []
+    records: Kept = [None] * len(events) if track else []
     # A schedule may repeat one event object on inputs of the same layouts (the
     # independent strategy's re-rooted cores share their steps): lower it once. The
     # entry holds the key's objects, so that their ids stay theirs.
-    done: dict[tuple[object, ...], tuple[Event, Layout, Event, list[Layout]]] = {}
+    done: dict[tuple[object, ...], tuple[Event, Layout, Event, tuple[Layout, ...]]] = {}
+    sources: tuple[int | None, ...] = ()
     for index, event in enumerate(events):
         if event.kind == "free":
             layouts.pop(event.tensor, None)
-            producer.pop(event.tensor, None)
             lowered.append(event)
-            seen.append(None)
+            if track:
+                producer.pop(event.tensor, None)
+                seen.append(None)
+            continue
+        if event.op == "view":
+            if track:
+                seen.append(None)
+            source = layouts.pop(event.inputs[0])
+            producer.pop(event.inputs[0], None)
+            producer.pop(event.tensor, None)
+            layouts[event.tensor] = source
+            lowered.append(event)
             continue
         if event.op != "contract":
-            seen.append(None)
-        else:
+            if track:
+                seen.append(None)
+            old = kept[index] if kept is not None else None
+            made = old[3] if old is not None else Layout.contiguous(
+                event.equation.partition("->")[2], sizes)
+            if track:
+                records[index] = ((), None, event, made, ())
+            producer.pop(event.tensor, None)
+            layouts[event.tensor] = made
+            lowered.append(event)
+            continue
+        given = tuple(layouts[name] for name in event.inputs)
+        if track:
             sources = tuple(producer.get(name) for name in event.inputs)
-            seen.append((tuple(layouts[name] for name in event.inputs), sources))
+            seen.append((given, sources))
         targets = wishes.get(index)
-        if event.op == "contract" and event.phase == "backward":
-            given = [layouts[name] for name in event.inputs]
+        old = kept[index] if kept is not None else None
+        if old is not None and old[1] == targets and _same(old[0], given):
+            record = old
+        elif event.phase == "backward":
             key = (id(event), *map(id, given), targets)
             hit = done.get(key)
             if hit is None:
                 out_term = event.equation.partition("->")[2]
-                chosen = _chosen(event, tuple(given), out_term, sizes, cache, targets, memo)
-                out = Layout.packed(out_term, chosen.out_order)
-                hit = (event._replace(kernel=chosen, workspace=chosen.workspace), out, event,
-                       given)
+                chosen = _chosen(event, given, out_term, sizes, cache, targets, memo)
+                hit = (event._replace(kernel=chosen, workspace=chosen.workspace),
+                       Layout.packed(out_term, chosen.out_order), event, given)
                 done[key] = hit
-            _wish(hit[0], sources, found)
-            layouts[event.tensor] = hit[1]
+            record = (given, targets, hit[0], hit[1], ())
+        else:
+            record = _lower_forward(event, given, sizes, cache, targets, memo,
+                                    freed_in_forward)
+        if track:
+            records[index] = record
+        for name, layout in record[4]:
+            layouts[name] = layout
+        layouts[event.tensor] = record[3]
+        if track:
+            _wish(record[2], sources, found)
             _made(producer, event, index)
-            lowered.append(hit[0])
-            continue
-        lhs, _, out_term = event.equation.partition("->")
-        match event.op:
-            case "contract":
-                terms = lhs.split(",") if event.inputs else []
-                kernel = _chosen(event, tuple(layouts[name] for name in event.inputs),
-                                 out_term, sizes, cache, targets, memo)
-                if event.phase == "forward" and kernel.kind == "bmm":
-                    promote = tuple(
-                        position
-                        for position, (name, prep) in enumerate(
-                            zip(event.inputs, kernel.inputs, strict=True)
-                        )
-                        if prep.copy and name.startswith("x") and name not in freed_in_forward
-                    )
-                    if promote:
-                        kernel = replace(kernel, promote=promote)
-                    for position in promote:
-                        name = event.inputs[position]
-                        layouts[name] = Layout.packed(terms[position],
-                                                      kernel.inputs[position].copy)
-                layouts[event.tensor] = Layout.packed(out_term, kernel.out_order)
-                done_event = event._replace(kernel=kernel, workspace=kernel.workspace)
-                _wish(done_event, sources, found)
-                _made(producer, event, index)
-                lowered.append(done_event)
-            case "view":
-                source = layouts.pop(event.inputs[0])
-                producer.pop(event.inputs[0], None)
-                producer.pop(event.tensor, None)
-                layouts[event.tensor] = source
-                lowered.append(event)
-            case _:
-                producer.pop(event.tensor, None)
-                layouts[event.tensor] = Layout.contiguous(out_term, sizes)
-                lowered.append(event)
-    return tuple(lowered), found, seen
+        lowered.append(record[2])
+    return tuple(lowered), found, seen, records
+
+
+def _same(old: tuple[Layout, ...], new: tuple[Layout, ...]) -> bool:
+    """Whether two input lists hold the same layouts (the same objects, as a rule)."""
+    return len(old) == len(new) and all(
+        a is b or a == b for a, b in zip(old, new, strict=True))
+
+
+def _lower_forward(
+    event: Event, given: tuple[Layout, ...], sizes: Mapping[str, int],
+    cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
+    targets: tuple[tuple[str, ...], ...] | None, memo: Aimed, freed_in_forward: set[str],
+) -> _Record:
+    """A forward contraction's record: a copy of an input kept for backward is promoted."""
+    lhs, _, out_term = event.equation.partition("->")
+    kernel = _chosen(event, given, out_term, sizes, cache, targets, memo)
+    promoted: tuple[tuple[str, Layout], ...] = ()
+    if kernel.kind == "bmm":
+        terms = lhs.split(",")
+        promote = tuple(
+            position
+            for position, (name, prep) in enumerate(zip(event.inputs, kernel.inputs, strict=True))
+            if prep.copy and name.startswith("x") and name not in freed_in_forward
+        )
+        if promote:
+            kernel = replace(kernel, promote=promote)
+        promoted = tuple((event.inputs[position],
+                          Layout.packed(terms[position], kernel.inputs[position].copy))
+                         for position in promote)
+    done_event = event._replace(kernel=kernel, workspace=kernel.workspace)
+    return (given, targets, done_event, Layout.packed(out_term, kernel.out_order), promoted)
 
 
 def _made(producer: dict[str, int], event: Event, index: int) -> None:
@@ -471,7 +319,7 @@ def _wish(event: Event, sources: tuple[int | None, ...], found: Wishes) -> None:
         return
     for position, (source, prep) in enumerate(zip(sources, kernel.inputs, strict=True)):
         if source is not None and prep.copy and not prep.reduce and source not in found:
-            found[source] = _readable(kernel, position)
+            found[source] = readable_orders(kernel, position)
 
 
 def _chosen(
@@ -484,115 +332,13 @@ def _chosen(
     memo: Aimed,
 ) -> Kernel:
     """The event's kernel: a wished output layout when that copies less overall."""
-    kernel = _lowered(inputs, out_term, sizes, cache)
+    kernel = cached_kernel(inputs, out_term, sizes, cache)
     if (targets is None or event.view or len(inputs) != 2
             or tuple(kernel.out_order) in targets):
         return kernel
     aimed = _aimed(inputs, out_term, sizes, targets, memo)
     # The product that reads the result saves a copy of all of it.
-    if aimed is not None and _cost(aimed, sizes) < _cost(kernel, sizes) + event.elements:
+    if aimed is not None and (copied_elements(aimed, sizes)
+                              < copied_elements(kernel, sizes) + event.elements):
         return aimed
     return kernel
-
-
-def lower_to_layout(
-    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
-    target: Sequence[str],
-) -> Kernel | None:
-    """A kernel of a two-input contraction that writes its output in ``target`` order.
-
-    A ``bmm`` writes ``batch + left + right`` or, computing the transposed product,
-    ``batch + right + left``; each group's order follows the inputs, which are copied
-    where they do not already lie that way. An elementwise product writes any order.
-
-    Args:
-        layouts: Layout of each input.
-        output: The step's output term.
-        sizes: Size of every label.
-        target: The wished memory order of the output's labels of size above 1.
-
-    Returns:
-        The kernel, or None when no kernel can write ``target``.
-
-    Example:
-        >>> sizes = {"a": 2, "b": 3, "c": 4}
-        >>> ab, bc = Layout.contiguous("ab", sizes), Layout.contiguous("bc", sizes)
-        >>> k = lower_to_layout([ab, bc], "ac", sizes, ("c", "a"))
-        >>> k.out_order, k.workspace
-        (('c', 'a'), ())
-    """
-    target = tuple(target)
-    big = {char for char in output if sizes[char] != 1}
-    if set(target) != big or len(target) != len(big):
-        return None
-    a_layout, b_layout = layouts
-    a_labels = {c for c in a_layout.dims if sizes[c] != 1}
-    b_labels = {c for c in b_layout.dims if sizes[c] != 1}
-    a_order, a_dense, a_reduce, a_keep, a_work = _prepare(
-        a_layout, [c for c in a_labels if c not in b_labels and c not in big], sizes
-    )
-    b_order, b_dense, b_reduce, b_keep, b_work = _prepare(
-        b_layout, [c for c in b_labels if c not in a_labels and c not in big], sizes
-    )
-    workspace = [w for w in (a_work, b_work) if w]
-    contracted_set = {c for c in a_order if c in b_labels and c not in big}
-    batch_set = {c for c in big if c in a_labels and c in b_labels}
-    left_set = {c for c in big if c in a_labels and c not in b_labels}
-    right_set = {c for c in big if c in b_labels and c not in a_labels}
-    if not contracted_set:
-        return Kernel(
-            kind="mul",
-            inputs=(
-                InputPrep(reduce=a_reduce, keep=a_keep, copy=(), order=a_order),
-                InputPrep(reduce=b_reduce, keep=b_keep, copy=(), order=b_order),
-            ),
-            batch=tuple(c for c in a_order if c in b_labels),
-            left=tuple(c for c in a_order if c in left_set),
-            right=tuple(c for c in b_order if c in right_set),
-            out_order=target,
-            workspace=tuple(workspace),
-        )
-    nb = len(batch_set)
-    batch, rest = target[:nb], target[nb:]
-    if set(batch) != batch_set:
-        return None
-    if set(rest[:len(left_set)]) == left_set:
-        left, right = rest[:len(left_set)], rest[len(left_set):]
-    elif set(rest[:len(right_set)]) == right_set:
-        right, left = rest[:len(right_set)], rest[len(right_set):]
-    else:
-        return None
-    choices = []
-    for reference in (a_order, b_order):
-        contracted = tuple(c for c in reference if c in contracted_set)
-        a_copy: tuple[str, ...] = ()
-        if not (a_dense and a_order in (batch + left + contracted, batch + contracted + left)):
-            a_copy = batch + left + contracted
-        b_copy: tuple[str, ...] = ()
-        if not (b_dense and b_order in (batch + contracted + right, batch + right + contracted)):
-            b_copy = batch + contracted + right
-        copied = ((_elements(a_copy, sizes) if a_copy else 0)
-                  + (_elements(b_copy, sizes) if b_copy else 0))
-        choices.append((copied, contracted, a_copy, b_copy))
-    _, contracted, a_copy, b_copy = min(choices, key=lambda choice: choice[0])
-    return _bmm_kernel(
-        InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
-        InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
-        batch=batch, left=left, contracted=contracted, right=right,
-        out_order=target, workspace=workspace, sizes=sizes,
-    )
-
-
-def _lowered(
-    inputs: tuple[Layout, ...],
-    out_term: str,
-    sizes: Mapping[str, int],
-    cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
-) -> Kernel:
-    """:func:`lower_contraction`, through ``cache`` when one is given."""
-    found = cache.get((inputs, out_term)) if cache is not None else None
-    if found is None:
-        found = lower_contraction(inputs, out_term, sizes)
-        if cache is not None:
-            cache[(inputs, out_term)] = found
-    return found

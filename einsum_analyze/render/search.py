@@ -109,9 +109,17 @@ def recommended_line(report: Report) -> str:
                   f"; nothing fits {format_bytes(rec.budget_bytes)}, smallest reachable peak")
     section = plan.result.details.get("slicing")
     sliced = f" ({slicing_text(section)})" if section else ""
+    predicted = ""
+    if plan.predicted is not None:
+        predicted = (f", predicted {format_seconds(plan.predicted.total_s)} on "
+                     f"{plan.predicted.source} {plan.predicted.profile}")
     text = (f"Recommended ({rec.objective}{within}): {plan.strategy}{sliced} on the "
             f"{plan.source} path, training FLOPs {format_count(plan.training_flops)}, peak "
-            f"{format_bytes(plan.peak_bytes)} (run as {rec.label!r})")
+            f"{format_bytes(plan.peak_bytes)}{predicted} (run as {rec.label!r})")
+    cost = rec.budget_cost
+    if rec.fits and rec.budget_bytes is not None and cost is not None:
+        text += (f"; fits {format_bytes(rec.budget_bytes)} at {cost:.2f}x the time of the "
+                 "unconstrained plan")
     for measured in rec.measured:
         ratios = [f"{key.removesuffix('_vs_torch')} {value:.2f}x"
                   for key, value in measured.items()

@@ -33,9 +33,9 @@ from ..model.schedule import STEP_OPERATIONS, Event, InputPrep, Kernel
 
 __all__ = ["EINSUM_LAUNCHES", "StepCost", "StepTime", "step_cost", "step_costs"]
 
-EINSUM_LAUNCHES = 3
-"""Kernels one ``torch.einsum`` call of a pairwise step costs in dispatch: its permutes
-and reshapes around the product, and the product itself."""
+EINSUM_LAUNCHES = 1
+"""Kernels one ``torch.einsum`` call of a pairwise step costs in dispatch: one call, whose
+permutes and reshapes around the product are views dispatched inside it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

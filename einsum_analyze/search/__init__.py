@@ -9,7 +9,8 @@
 - :mod:`.records`: the records the report holds.
 
 Labels and sizes only: nothing here imports torch, click or rich. It may import
-:mod:`einsum_analyze.model` and :mod:`einsum_analyze.strategies`, nothing above them
+:mod:`einsum_analyze.model`, :mod:`einsum_analyze.strategies` and
+:mod:`einsum_analyze.roofline` (the time model), nothing above them
 (docs/architecture.md); the report holds its records.
 """
 
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 from .candidates import candidate_paths, cotengra_available
 from .recommend import (
+    DEFAULT_PROFILE,
     RECOMMENDED_LABEL,
+    TORCH_SOURCE,
     check_objective,
     floor_bytes,
     objective_key,
@@ -27,6 +30,7 @@ from .recommend import (
     search_plans,
 )
 from .records import (
+    DEFAULT_OBJECTIVE,
     OBJECTIVES,
     BudgetSummary,
     LimitRow,
@@ -37,8 +41,11 @@ from .records import (
 )
 
 __all__ = [
+    "DEFAULT_OBJECTIVE",
+    "DEFAULT_PROFILE",
     "OBJECTIVES",
     "RECOMMENDED_LABEL",
+    "TORCH_SOURCE",
     "BudgetSummary",
     "LimitRow",
     "Objective",

@@ -6,6 +6,11 @@ that runs on our executor (registered with ``lowered``) is built on it with
 only. A strategy registered with a ``budget_bytes`` option (``checkpoint``) is given the
 training budget. Objectives:
 
+- ``time`` (the default): the time model's predicted forward + backward seconds on the
+  search's device profile (:mod:`einsum_analyze.roofline.time_model`); ties: the lower
+  peak. torch.einsum's own execution (the ``torch-autograd`` model on its own path) is a
+  candidate: where it fits, a plan is recommended over it only if predicted faster
+  without a higher peak.
 - ``flops``: training FLOPs (forward + backward + recompute); ties: the lower peak.
 - ``memory``: training peak, inputs included; ties: the fewer FLOPs.
 - ``balanced``: the product of the two, so halving the peak is worth doubling the FLOPs
@@ -27,6 +32,7 @@ from ..model.equation import Equation
 from ..model.memo import remembered, strategy_key
 from ..model.planning import DEFAULT_MAX_SEARCH_S, Plan
 from ..model.types import LinearPath
+from ..roofline import NOMINAL, DeviceProfile, predict_time
 from ..strategies import (
     LARGE_NETWORK,
     GradientPlan,
@@ -37,10 +43,19 @@ from ..strategies import (
     strategy_names,
 )
 from .candidates import candidate_paths
-from .records import OBJECTIVES, Objective, PlanScore, Recommendation, SearchResult
+from .records import (
+    DEFAULT_OBJECTIVE,
+    OBJECTIVES,
+    Objective,
+    PlanScore,
+    Recommendation,
+    SearchResult,
+)
 
 __all__ = [
+    "DEFAULT_PROFILE",
     "RECOMMENDED_LABEL",
+    "TORCH_SOURCE",
     "check_objective",
     "floor_bytes",
     "objective_key",
@@ -49,6 +64,12 @@ __all__ = [
     "score_path",
     "search_plans",
 ]
+
+DEFAULT_PROFILE: DeviceProfile = NOMINAL["cpu"]
+"""The device profile the ``time`` objective predicts on when the caller gives none."""
+
+TORCH_SOURCE = "torch.einsum"
+"""The source of the candidate that is torch.einsum's own execution."""
 
 RECOMMENDED_LABEL = "recommended"
 """The name the recommended plan's run carries when it is not one of the report's own."""
@@ -61,19 +82,21 @@ where one such planning takes seconds."""
 
 
 def check_objective(name: str) -> Objective:
-    """The objective called ``name``.
+    """The objective called ``name`` (the empty name is none of them).
 
     Raises:
         PlanningError: No such objective.
     """
     for objective in OBJECTIVES:
-        if objective == name.lower():
+        if objective == name.strip().lower():
             return objective
     raise PlanningError(f"unknown objective {name!r}; choose one of: {', '.join(OBJECTIVES)}")
 
 
 def objective_key(objective: Objective) -> Callable[[PlanScore], tuple[float, ...]]:
     """Sort key: the least key is the best plan for ``objective``."""
+    if objective == "time":
+        return lambda p: (p.predicted_s, p.peak_bytes, p.training_flops)
     if objective == "flops":
         return lambda p: (p.training_flops, p.peak_bytes)
     if objective == "memory":
@@ -81,8 +104,11 @@ def objective_key(objective: Objective) -> Callable[[PlanScore], tuple[float, ..
     return lambda p: (float(p.training_flops) * float(p.peak_bytes), p.training_flops)
 
 
-def pareto_front(plans: Iterable[PlanScore]) -> tuple[PlanScore, ...]:
+def pareto_front(plans: Iterable[PlanScore],
+                 objective: Objective = "flops") -> tuple[PlanScore, ...]:
     """Plans no other plan beats on both training FLOPs and training peak, by FLOPs.
+
+    With the ``time`` objective the first figure is the predicted time instead.
 
     Example:
         >>> from einsum_analyze import analyze
@@ -96,7 +122,9 @@ def pareto_front(plans: Iterable[PlanScore]) -> tuple[PlanScore, ...]:
         2
     """
     front: list[PlanScore] = []
-    for plan in sorted(plans, key=lambda p: (p.training_flops, p.peak_bytes)):
+    first: Callable[[PlanScore], float] = (
+        (lambda p: p.predicted_s) if objective == "time" else (lambda p: p.training_flops))
+    for plan in sorted(plans, key=lambda p: (first(p), p.peak_bytes, p.training_flops)):
         if not front or plan.peak_bytes < front[-1].peak_bytes:
             front.append(plan)
     return tuple(front)
@@ -130,11 +158,13 @@ def score_path(
     known: StrategyResult | None = None,
     options: Mapping[str, Any] | None = None,
     upstream_copy: bool = False,
+    profile: DeviceProfile | None = None,
+    dtype: str = "float32",
 ) -> PlanScore:
     """One strategy on one path, scored by our model (``known``: its result, built).
 
     ``options``: the strategy's options, besides the budget that a strategy with a
-    ``budget_bytes`` option is given.
+    ``budget_bytes`` option is given. ``profile``: predict its time there (in ``dtype``).
     """
     if known is not None:
         result = known
@@ -164,6 +194,8 @@ def score_path(
         retained_bytes=result.memory.retained_bytes,
         largest_intermediate_elements=plan.largest_intermediate_elements,
         result=result,
+        predicted=None if profile is None else predict_time(
+            result.events, result.sizes(plan.equation.size_dict), itemsize, profile, dtype),
     )
 
 
@@ -185,14 +217,14 @@ def _fallbacks(
     names: Sequence[str], scored: Sequence[PlanScore], plans: dict[LinearPath, Plan],
     sources: dict[LinearPath, str], forward_path: LinearPath, grad: Sequence[int],
     itemsize: int, budget: int, options: Mapping[str, Mapping[str, Any]],
-    upstream_copy: bool,
+    upstream_copy: bool, profile: DeviceProfile | None, dtype: str,
 ) -> list[PlanScore]:
     """The fallback strategies, scored on the most promising paths (see FALLBACK_PATHS)."""
     order = [forward_path] + [p.path for p in sorted(scored, key=lambda p: p.peak_bytes)]
     paths = [p for p in dict.fromkeys(order) if p in plans][:FALLBACK_PATHS]
     return [score_path(plans[path], grad, name, itemsize=itemsize, source=sources[path],
                        budget=budget, options=options.get(name),
-                       upstream_copy=upstream_copy)
+                       upstream_copy=upstream_copy, profile=profile, dtype=dtype)
             for name in names for path in paths]
 
 
@@ -201,7 +233,7 @@ def search_plans(
     grad: Sequence[int],
     *,
     itemsize: int,
-    objective: Objective = "flops",
+    objective: Objective = DEFAULT_OBJECTIVE,
     budget: int | None = None,
     memory_limit: int | None = None,
     optimize: str = "auto",
@@ -213,6 +245,8 @@ def search_plans(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     upstream_copy: bool = False,
     fallback: bool = True,
+    profile: DeviceProfile | None = None,
+    dtype: str = "float32",
 ) -> SearchResult:
     """Search candidate paths and strategies for the training step (see the module).
 
@@ -220,7 +254,7 @@ def search_plans(
         forward: The report's forward plan (always a candidate).
         grad: Operands that need a gradient.
         itemsize: Bytes per element.
-        objective: ``flops``, ``memory`` or ``balanced``.
+        objective: ``time``, ``flops``, ``memory`` or ``balanced``.
         budget: Training budget in bytes, handed to budget-aware strategies.
         memory_limit: Largest intermediate of every candidate path, in elements.
         optimize: Optimizer of the gradient cores of strategies that plan them.
@@ -238,8 +272,14 @@ def search_plans(
             :func:`~einsum_analyze.strategies.build_strategy`).
         fallback: Score the strategies registered as a ``fallback`` when no plan of
             ``strategies`` fits ``budget``, named there or not (False: only if named).
+        profile: The device profile every plan's time is predicted on (None:
+            :data:`DEFAULT_PROFILE`).
+        dtype: The dtype whose rate the prediction uses.
     """
     given_options = options or {}
+    profile = profile or DEFAULT_PROFILE
+    if dtype not in profile.flops_per_s:  # a calibration is of one dtype
+        profile = DEFAULT_PROFILE
     start = time.perf_counter()
     equation = forward.equation
     names = tuple(n for n in strategies or () if get_strategy(n).lowered) \
@@ -271,12 +311,14 @@ def search_plans(
                                      source=sources[path], budget=budget,
                                      known=reuse.get(name) if path == forward_path else None,
                                      options=given_options.get(name),
-                                     upstream_copy=upstream_copy))
+                                     upstream_copy=upstream_copy,
+                                         profile=profile, dtype=dtype))
     for name in costly:
         # The report's path is a candidate unless a pairwise version replaced it.
         if name in reuse and forward_path in plans:
             scored.append(score_path(forward, grad, name, itemsize=itemsize,
-                                     source=sources[forward_path], known=reuse[name]))
+                                     source=sources[forward_path], known=reuse[name],
+                                      profile=profile, dtype=dtype))
     extra = TOP_FOR_GRADIENT_PLANS if equation.num_operands <= LARGE_NETWORK else 0
     if costly and grad and extra:
         key = objective_key(objective)
@@ -296,19 +338,23 @@ def search_plans(
                                          source=sources[path], budget=budget,
                                          gradients=gradients,
                                          options=given_options.get(name),
-                                         upstream_copy=upstream_copy))
+                                         upstream_copy=upstream_copy,
+                                         profile=profile, dtype=dtype))
     if fallback_names and budget is not None and grad and \
             not any(p.fits(budget) for p in scored):
         scored.extend(_fallbacks(fallback_names, scored, plans, sources, forward_path, grad,
-                                 itemsize, budget, given_options, upstream_copy))
+                                 itemsize, budget, given_options, upstream_copy,
+                                 profile, dtype))
     if not scored:
         raise PlanningError("the search found no plan to score")
+    if objective == "time" and grad:
+        scored.append(_torch_candidate(forward, grad, itemsize, known, profile, dtype))
     key = objective_key(objective)
     return SearchResult(
         objective=objective,
         candidates=len(plans),
         sources=tuple(dict.fromkeys(sources.values())),
-        pareto=pareto_front(scored),
+        pareto=pareto_front(scored, objective),
         forward_optimal=min(scored, key=lambda p: (p.forward_flops, key(p))),
         training_optimal=min(scored, key=key),
         smallest_peak=min(scored, key=lambda p: (p.peak_bytes, p.training_flops)),
@@ -316,14 +362,33 @@ def search_plans(
     )
 
 
+def _torch_candidate(forward: Plan, grad: Sequence[int], itemsize: int,
+                     known: Sequence[StrategyResult], profile: DeviceProfile,
+                     dtype: str) -> PlanScore:
+    """torch.einsum's own execution (the ``torch-autograd`` model) as a scored plan."""
+    model = next((r for r in known if r.name == "torch-autograd"), None)
+    if model is None:
+        model = remembered(
+            strategy_key("torch-autograd", forward, grad, itemsize=itemsize,
+                         own_path=get_strategy("torch-autograd").own_path),
+            lambda: build_strategy("torch-autograd", forward, grad, itemsize=itemsize))
+    return score_path(forward, grad, "torch-autograd", itemsize=itemsize, source=TORCH_SOURCE,
+                      known=model, profile=profile, dtype=dtype)
+
+
 def recommend(result: SearchResult, budget: int | None) -> Recommendation:
     """The plan minimising the objective within ``budget`` (see the module).
 
     Each objective grows with both figures, so the best plan within a budget on the
-    training peak is on the Pareto front: the front is all that is searched.
+    training peak is on the Pareto front: the front is all that is searched. Where
+    torch.einsum's own execution is on the front and fits, only the plans that peak no
+    higher than it compete with it.
     """
     key = objective_key(result.objective)
     fitting = [p for p in result.pareto if p.fits(budget)]
+    torch_plan = next((p for p in fitting if p.source == TORCH_SOURCE), None)
+    if torch_plan is not None:
+        fitting = [p for p in fitting if p.peak_bytes <= torch_plan.peak_bytes]
     if fitting:
         plan = min(fitting, key=key)
         return Recommendation(plan=plan, objective=result.objective, budget_bytes=budget,

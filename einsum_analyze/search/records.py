@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from ..model.types import LinearPath
+from ..roofline.time_model import PredictedTime
 from ..strategies import StrategyResult
 
 __all__ = [
+    "DEFAULT_OBJECTIVE",
     "OBJECTIVES",
     "BudgetSummary",
     "LimitRow",
@@ -23,8 +25,11 @@ __all__ = [
     "SearchResult",
 ]
 
-Objective = Literal["flops", "memory", "balanced"]
+Objective = Literal["time", "flops", "memory", "balanced"]
 OBJECTIVES: tuple[Objective, ...] = get_args(Objective)
+
+DEFAULT_OBJECTIVE: Objective = "time"
+"""The objective of a search when none is named: the fastest predicted plan."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +47,7 @@ class PlanScore:
         retained_bytes: Bytes kept for backward at the end of forward.
         largest_intermediate_elements: Largest tensor of the forward path.
         result: The strategy's full result (its events run as they are).
+        predicted: The time model's seconds on the search's device profile.
     """
 
     path: LinearPath
@@ -53,6 +59,12 @@ class PlanScore:
     retained_bytes: int
     largest_intermediate_elements: int
     result: StrategyResult = field(repr=False, compare=False)
+    predicted: PredictedTime | None = None
+
+    @property
+    def predicted_s(self) -> float:
+        """Predicted forward plus backward seconds (infinite without a prediction)."""
+        return self.predicted.total_s if self.predicted is not None else float("inf")
 
     def fits(self, budget: int | None) -> bool:
         """Whether the training peak is within ``budget`` (no budget: fits)."""
@@ -69,6 +81,7 @@ class PlanScore:
             "peak_bytes": self.peak_bytes,
             "retained_bytes": self.retained_bytes,
             "largest_intermediate_elements": self.largest_intermediate_elements,
+            "predicted": self.predicted.to_dict() if self.predicted is not None else None,
             "strategy_result": self.result.to_dict(itemsize),
         }
 
@@ -84,6 +97,8 @@ class Recommendation:
         fits: Whether the plan's training peak is within the budget.
         label: The name its run carries in ``runs[].strategy``.
         measured: After runs, per device: measured figures and ratios to torch autograd.
+        unconstrained: With a budget, the plan recommended without one: what the budget
+            costs is the ratio of the two predicted times.
     """
 
     plan: PlanScore
@@ -92,6 +107,16 @@ class Recommendation:
     fits: bool
     label: str
     measured: tuple[Mapping[str, Any], ...] = ()
+    unconstrained: PlanScore | None = None
+
+    @property
+    def budget_cost(self) -> float | None:
+        """Predicted time over the unconstrained plan's (None: no budget or no prediction)."""
+        free = self.unconstrained
+        if free is None or free.predicted is None or self.plan.predicted is None \
+                or free.predicted_s <= 0:
+            return None
+        return self.plan.predicted_s / free.predicted_s
 
     def to_dict(self, itemsize: int) -> dict[str, Any]:
         """The report's ``recommended`` entry."""
@@ -102,6 +127,7 @@ class Recommendation:
             "fits": self.fits,
             "run_label": self.label,
             "measured": [dict(m) for m in self.measured],
+            "time_vs_unconstrained": self.budget_cost,
         })
         return data
 

@@ -37,6 +37,7 @@ from .registry import (
     build_strategy,
     default_strategy_names,
     get_strategy,
+    left_out_note,
     register_strategy,
     runs_on_our_executor,
     strategy_names,
@@ -59,6 +60,7 @@ __all__ = [
     "build_strategy",
     "default_strategy_names",
     "get_strategy",
+    "left_out_note",
     "plan_gradients",
     "register_strategy",
     "runs_on_our_executor",
@@ -73,4 +75,6 @@ for _spec in (_REVERSE, _INDEPENDENT, _TORCH_AUTOGRAD, _CHECKPOINT):
 
 STRATEGIES: tuple[str, ...] = default_strategy_names()
 """The strategies modelled by default (the built-in ones, read from the registry at
-import). :func:`strategy_names` also lists any registered later."""
+import). :func:`strategy_names` also lists any registered later. Passed as it is (the
+default of ``analyze``), it means the defaults for the equation's size:
+:func:`default_strategy_names` of its operands."""

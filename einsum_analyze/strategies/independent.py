@@ -164,4 +164,5 @@ SPEC = StrategySpec(
     build=build_independent,
     needs_gradient_plans=True,
     description="each operand's gradient as its own planned einsum, retaining nothing",
+    default_max_operands=200,
 )

@@ -31,6 +31,7 @@ __all__ = [
     "StrategySpec",
     "build_strategy",
     "default_strategy_names",
+    "left_out_note",
     "get_strategy",
     "register_strategy",
     "runs_on_our_executor",
@@ -62,6 +63,9 @@ class StrategySpec:
             kernels (:mod:`einsum_analyze.model.lowering`), whose copies count in its memory.
             False for a model of someone else's executor (``torch-autograd``).
         default: Modelled when the caller names no strategies.
+        default_max_operands: Modelled by default only for equations of at most this
+            many operands (None: any); naming the strategy models it at any size
+            (``independent``: its schedule grows as the square of the operands).
         own_path: The strategy plans its own contraction path (``torch-autograd``:
             torch.einsum's), so the forward plan's path does not change its result.
         fallback: The search (:mod:`einsum_analyze.search`) scores it only when a budget
@@ -80,6 +84,7 @@ class StrategySpec:
     needs_gradient_plans: bool = False
     lowered: bool = True
     default: bool = True
+    default_max_operands: int | None = None
     own_path: bool = False
     fallback: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -160,9 +165,36 @@ def strategy_names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-def default_strategy_names() -> tuple[str, ...]:
-    """The strategies modelled when the caller names none, in registration order."""
-    return tuple(name for name, spec in _REGISTRY.items() if spec.default)
+def default_strategy_names(num_operands: int | None = None) -> tuple[str, ...]:
+    """The strategies modelled when the caller names none, in registration order.
+
+    Args:
+        num_operands: The equation's operands: a strategy whose
+            ``default_max_operands`` is below it is left out (None: none is).
+    """
+    return tuple(
+        name for name, spec in _REGISTRY.items()
+        if spec.default and (num_operands is None or spec.default_max_operands is None
+                             or num_operands <= spec.default_max_operands)
+    )
+
+
+def left_out_note(num_operands: int) -> str | None:
+    """One line naming the default strategies left out at this size, and how to add them.
+
+    Example:
+        >>> left_out_note(10) is None
+        True
+    """
+    every = default_strategy_names()
+    kept = default_strategy_names(num_operands)
+    dropped = [name for name in every if name not in kept]
+    if not dropped:
+        return None
+    largest = min(_REGISTRY[name].default_max_operands or 0 for name in dropped)
+    return (f"{', '.join(dropped)} left out of the default strategies above {largest:,} "
+            f"operands (this equation has {num_operands:,}); --strategy "
+            f"{','.join(every)} adds it back")
 
 
 def build_strategy(

@@ -119,7 +119,7 @@ def _torch_rank(text: str) -> dict[str, int]:
     Labels torch cannot read (non-ASCII) rank as a relabelling to ASCII letters in order
     of first appearance would rank them.
     """
-    labels = [c for c in dict.fromkeys(text) if c not in ",.->" and not c.isspace()]
+    labels = [c for c in dict.fromkeys(text) if c not in ",.->" and c not in " \t\n\r\x0b\x0c"]
     if all(c in _TORCH_ORDER for c in labels):
         return {c: _TORCH_ORDER.index(c) for c in labels}
     return {c: (_TORCH_ORDER.index(_LETTERS[n]) if n < len(_LETTERS) else n)
@@ -201,26 +201,33 @@ def torch_einsum_path(eq: Equation, strategy: str | None = "auto") -> tuple[tupl
         return ((0, 1),) + tuple((0, n - s) for s in range(2, n))
     from opt_einsum import paths
 
-    inputs, output, sizes = _opt_einsum_view(eq)
-    found = paths.get_path_fn(strategy)(inputs, output, sizes, None)
+    from ..model.memo import deterministic_path
+
+    terms, sizes = _opt_einsum_view(eq)
+    # The analysis's own plan asked opt_einsum the same question when its optimizer is
+    # torch's (greedy, above 14 operands): the memo answers it.
+    found = deterministic_path(Equation.from_terms(terms, eq.output, sizes), strategy, None)
+    if found is None:
+        found = paths.get_path_fn(strategy)([frozenset(term) for term in terms],
+                                            frozenset(eq.output), sizes, None)
     return tuple((int(min(p)), int(max(p))) for p in found)
 
 
-def _opt_einsum_view(
-    eq: Equation,
-) -> tuple[list[frozenset[str]], frozenset[str], dict[str, int]]:
-    """What ``opt_einsum.contract_path`` sees: raw labels, the largest size of each."""
+def _opt_einsum_view(eq: Equation) -> tuple[list[str], dict[str, int]]:
+    """What ``opt_einsum.contract_path`` sees: raw terms, the largest size of each label."""
     raw_terms, _ = split_equation(eq.text)
     ellipsis = _ellipsis_labels(eq, raw_terms)
     sizes: dict[str, int] = {}
-    inputs: list[frozenset[str]] = []
+    terms: list[str] = []
     for term, shape in zip(raw_terms, eq.shapes, strict=True):
         labels = _expand_term(term, len(shape), ellipsis)
         for label, size in zip(labels, shape, strict=True):
             if sizes.get(label, 1) == 1:
                 sizes[label] = size
-        inputs.append(frozenset(labels))
-    return inputs, frozenset(eq.output), sizes
+        terms.append("".join(labels))
+    for label in eq.output:
+        sizes.setdefault(label, 1)
+    return terms, sizes
 
 
 def _ellipsis_labels(eq: Equation, raw_terms: Sequence[str]) -> list[str]:

@@ -19,19 +19,29 @@ from typing import Any
 
 from ..analysis import analyze
 from ..errors import EinsumAnalyzeError
+from ..model.types import DTYPE_ITEMSIZE
+from ..roofline import predict_time
+from ..search import DEFAULT_PROFILE, TORCH_SOURCE, objective_key
 from ..strategies import StrategyResult, get_strategy, strategy_names
 
-__all__ = ["FLOP_MARGIN", "NO_BUDGET", "DropinChoice", "choose_dropin", "choose_plan"]
+__all__ = ["NO_BUDGET", "TIME_MARGIN", "DropinChoice", "choose_dropin", "choose_plan",
+           "predicted_s"]
 
 NO_BUDGET = -1
 """The budget argument of the drop-in's ops when the caller gives none."""
 
 
-FLOP_MARGIN = 0.9
-"""A plan of ours is predicted faster than torch.einsum's own execution when its forward
-and backward FLOPs are at most this share of the ``torch-autograd`` model's: on equal work
-(a pair einsum, or the same path) torch.einsum's kernels are the same or fewer, and our
-call costs a little more on top."""
+TIME_MARGIN = 0.9
+"""A plan of ours is predicted faster than torch.einsum's own execution when its predicted
+forward and backward seconds (the time model, :func:`predicted_s`) are at most this share
+of the ``torch-autograd`` model's: on equal work (a pair einsum, or the same path)
+torch.einsum's kernels are the same or fewer, and our call costs a little more on top."""
+
+
+def predicted_s(result: StrategyResult, size_dict: Mapping[str, int], dtype: str) -> float:
+    """The time model's forward + backward seconds of ``result`` on the search's profile."""
+    return predict_time(result.events, result.sizes(size_dict), DTYPE_ITEMSIZE[dtype],
+                        DEFAULT_PROFILE, dtype).total_s
 
 
 _TORCH_CHARACTERS = frozenset(string.ascii_letters + ",->. ")
@@ -60,9 +70,10 @@ def choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
                   budget: int) -> DropinChoice:
     """The plan of :func:`choose_plan`, or torch.einsum's own execution under ``auto``.
 
-    With ``strategy="auto"``, torch.einsum runs unless our plan has at most
-    :data:`FLOP_MARGIN` of its FLOPs and no higher a predicted peak, or torch.einsum's
-    predicted peak is over ``budget``. A named strategy always runs as asked.
+    With ``strategy="auto"``, torch.einsum runs unless our plan is predicted to take at
+    most :data:`TIME_MARGIN` of its time with no higher a predicted peak, or
+    torch.einsum's predicted peak is over ``budget``. A named strategy always runs as
+    asked.
 
     Example:
         ``ij,jk->ik`` with sizes 2, 3, 4 does the same work either way, so torch.einsum
@@ -81,10 +92,12 @@ def choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
         result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget)
         return DropinChoice(result=result, runs_torch=False, reason=(
             f"{result.name!r}: torch.einsum reads only the labels a-z and A-Z"))
-    (torch_model,) = analyze(equation, shapes, dtype=dtype, grad=list(grad),
-                             strategies=["torch-autograd"]).strategies
+    torch_report = analyze(equation, shapes, dtype=dtype, grad=list(grad),
+                           strategies=["torch-autograd"])
+    (torch_model,) = torch_report.strategies
+    sizes = torch_report.equation.size_dict
     torch_peak = torch_model.memory.peak_bytes
-    torch_flops = torch_model.forward_flops + torch_model.backward_flops
+    torch_s = predicted_s(torch_model, sizes, dtype)
     if budget != NO_BUDGET and torch_peak > budget:
         result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget)
         return DropinChoice(result=result, runs_torch=False, reason=(
@@ -96,14 +109,14 @@ def choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
         if budget == NO_BUDGET:
             raise
         result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, NO_BUDGET)
-    flops = result.forward_flops + result.backward_flops
+    ours_s = predicted_s(result, sizes, dtype)
     peak = result.memory.peak_bytes
-    figures = (f"{result.name!r} {flops} FLOPs, peak {peak} B; torch.einsum {torch_flops} "
-               f"FLOPs, peak {torch_peak} B")
+    figures = (f"{result.name!r} predicted {ours_s:.3g} s, peak {peak} B; torch.einsum "
+               f"{torch_s:.3g} s, peak {torch_peak} B")
     if peak > torch_peak:
         return DropinChoice(result=result, runs_torch=True,
                             reason=f"torch.einsum: no plan peaks lower ({figures})")
-    if flops >= torch_flops or flops > FLOP_MARGIN * torch_flops:
+    if ours_s >= torch_s or ours_s > TIME_MARGIN * torch_s:
         return DropinChoice(result=result, runs_torch=True,
                             reason=f"torch.einsum: no plan is predicted faster ({figures})")
     return DropinChoice(result=result, runs_torch=False,
@@ -165,7 +178,8 @@ def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
     """The training-aware search's recommended plan (docs/method.md section 11).
 
     The search scores candidate paths with the strategies that run on our executor by
-    the training step's FLOPs, and recommends the cheapest within a budget: the caller's
+    the time model's predicted seconds (``time``, on the nominal cpu profile), and
+    recommends the fastest within a budget: the caller's
     (``checkpoint`` then competes too), or else torch.einsum's own training peak as the
     ``torch-autograd`` model predicts it, so that the drop-in never holds more than the
     call it replaces. Its result carries the schedule of its own path, which is what runs.
@@ -187,13 +201,20 @@ def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
     dropin = {name: get_strategy(name).dropin_options for name in strategies
               if get_strategy(name).dropin_options}
     report = analyze(equation, shapes, dtype=dtype, grad=list(grad), optimize=optimize,
-                     strategies=strategies, objective="flops", strategy_options=dropin or None,
+                     strategies=strategies, objective="time", strategy_options=dropin or None,
                      # zero-size operands: nothing to cap
                      budget=cap if cap > 0 else None, fallback=bounded)
     recommended = report.recommended
     if recommended is None:
         return None
     plan = recommended.plan
+    if plan.source == TORCH_SOURCE and report.search is not None:
+        # torch.einsum's own execution won: :func:`choose_dropin` runs it where it may;
+        # here the fastest plan of ours that fits as well is what a traced call runs.
+        ours = [p for p in report.search.pareto if p.source != TORCH_SOURCE and
+                p.fits(recommended.budget_bytes)]
+        if ours:
+            plan = min(ours, key=objective_key(report.search.objective))
     if not recommended.fits and bounded:
         raise EinsumAnalyzeError(
             f"no plan fits the budget of {budget} B: the smallest reachable peak is "

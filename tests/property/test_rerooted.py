@@ -21,7 +21,7 @@ from opt_einsum.paths import ssa_to_linear
 from opt_einsum.testing import rand_equation
 from strategies import einsum_problems
 
-import einsum_analyze.model.lowering as lowering_module
+import einsum_analyze.model.kernels as kernels_module
 import einsum_analyze.strategies.gradient_plans as gradient_plans_module
 from einsum_analyze import analyze, parse_equation
 from einsum_analyze.model.gradients import derive_gradients
@@ -156,16 +156,16 @@ def test_drawn_problems_match_the_old_algorithm(problem, data):
 def test_large_networks_lower_each_shared_step_once(monkeypatch):
     # Quadratic work was the cost: 200 operands lowered about 40,000 contractions.
     calls = []
-    real = lowering_module.lower_contraction
+    real = kernels_module.lower_contraction
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(lowering_module, "lower_contraction", counting)
+    monkeypatch.setattr(kernels_module, "lower_contraction", counting)
     n = 200
     equation, shapes = rand_equation(n, 3, seed=0, d_min=2, d_max=8)
     report = analyze(equation, shapes, strategies=["independent"])
     assert report.gradients is not None and report.gradients.optimizer == "forward-tree"
-    assert len(calls) < 10 * n
+    assert 0 < len(calls) < 10 * n
 

@@ -16,7 +16,7 @@ from corpus import small_cases
 import einsum_analyze.torch as dropin
 from einsum_analyze import analyze
 from einsum_analyze.torch import einsum, patch
-from einsum_analyze.training.choice import FLOP_MARGIN, NO_BUDGET, choose_dropin
+from einsum_analyze.training.choice import NO_BUDGET, TIME_MARGIN, choose_dropin, predicted_s
 from einsum_analyze.training.plans import PlanChoice
 
 TN = ("ni,nj,nk,nl,aix,xjy,yku,ulv->nav",
@@ -66,10 +66,11 @@ def test_a_plan_predicted_faster_runs_and_says_why() -> None:
     dropin.clear_cache()
     equation, shapes = TN
     choice = choose_dropin(equation, shapes, "float64", range(8), "auto", "auto", NO_BUDGET)
-    (torch_model,) = analyze(equation, shapes, dtype="float64",
-                             strategies=["torch-autograd"]).strategies
-    ours = choice.result.forward_flops + choice.result.backward_flops
-    assert ours <= FLOP_MARGIN * (torch_model.forward_flops + torch_model.backward_flops)
+    torch_report = analyze(equation, shapes, dtype="float64", strategies=["torch-autograd"])
+    (torch_model,) = torch_report.strategies
+    sizes = torch_report.equation.size_dict
+    ours = predicted_s(choice.result, sizes, "float64")
+    assert ours <= TIME_MARGIN * predicted_s(torch_model, sizes, "float64")
     assert choice.result.memory.peak_bytes <= torch_model.memory.peak_bytes
     _check_against_oracle(equation, _leaves(shapes))
     assert _last_choice().runs == choice.result.name != "torch.einsum"
@@ -88,12 +89,9 @@ def test_a_budget_under_torch_einsums_peak_runs_a_plan_that_fits() -> None:
     equation, shapes = "ir,jr,kr->ijk", ((12, 16), (12, 16), (12, 16))
     (torch_model,) = analyze(equation, shapes, dtype="float64",
                              strategies=["torch-autograd"]).strategies
-    unbounded = choose_dropin(equation, shapes, "float64", (0, 1, 2), "auto", "auto",
-                              NO_BUDGET)
     budget = torch_model.memory.peak_bytes - 1
     bounded = choose_dropin(equation, shapes, "float64", (0, 1, 2), "auto", "auto",
                             budget)
-    assert unbounded.runs_torch
     assert not bounded.runs_torch
     assert bounded.result.memory.peak_bytes <= budget
     assert "over the budget" in bounded.reason
@@ -137,12 +135,14 @@ def test_auto_never_runs_a_plan_above_torch_einsums_peak_or_work() -> None:
         choice = choose_dropin(case.equation, case.shapes, "float64", grad, "auto", "auto",
                                NO_BUDGET)
         ran[choice.runs_torch] += 1
-        (torch_model,) = analyze(case.equation, case.shapes, dtype="float64", grad=list(grad),
-                                 strategies=["torch-autograd"]).strategies
-        ours = choice.result.forward_flops + choice.result.backward_flops
-        torch_flops = torch_model.forward_flops + torch_model.backward_flops
+        torch_report = analyze(case.equation, case.shapes, dtype="float64", grad=list(grad),
+                               strategies=["torch-autograd"])
+        (torch_model,) = torch_report.strategies
+        sizes = torch_report.equation.size_dict
+        ours = predicted_s(choice.result, sizes, "float64")
+        torch_s = predicted_s(torch_model, sizes, "float64")
         beats = (choice.result.memory.peak_bytes <= torch_model.memory.peak_bytes
-                 and ours <= FLOP_MARGIN * torch_flops and ours < torch_flops)
+                 and ours <= TIME_MARGIN * torch_s and ours < torch_s)
         assert choice.runs_torch == (not beats), (case.name, choice.reason)
     assert ran[True] and ran[False]  # both kinds of call are in the corpus
 

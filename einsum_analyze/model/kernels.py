@@ -1,0 +1,339 @@
+"""Choose the kernels of one contraction: its copies, its product, its output layout.
+
+A step ``A, B -> C`` runs as one batched matrix product (or an elementwise product
+when nothing is summed), after summing away the indices private to one input and,
+where an input's memory layout cannot be viewed as the matrix the product needs,
+after copying it. Those sums and copies are workspace: allocated inside the step and
+freed at its end. :mod:`einsum_analyze.model.lowering` follows every tensor's layout
+through a schedule with these choices.
+
+Indices of size 1 never constrain a layout: they are squeezed and unsqueezed as views.
+Everything here works on labels and sizes; no arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .schedule import InputPrep, Kernel
+
+__all__ = [
+    "Layout", "cached_kernel", "copied_elements", "lower_contraction", "lower_to_layout",
+    "readable_orders",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How a tensor sits in memory, as far as the kernels care.
+
+    Attributes:
+        dims: The label of each dimension (an operand may repeat one: ``"ijj"``).
+        memory: Its distinct labels of size above 1, outermost first in memory.
+        dense: Whether those labels cover the storage without gaps (not a diagonal).
+    """
+
+    dims: str
+    memory: tuple[str, ...]
+    dense: bool
+
+    @classmethod
+    def contiguous(cls, dims: str, sizes: Mapping[str, int]) -> Layout:
+        """A tensor stored in the order of its dimensions (an operand, a new gradient)."""
+        memory, dense = _memory_labels(dims, sizes)
+        return cls(dims, memory, dense)
+
+    @classmethod
+    def packed(cls, dims: str, memory: Sequence[str]) -> Layout:
+        """A dense tensor written by a kernel in the memory order ``memory``."""
+        return cls(dims, tuple(memory), True)
+
+
+def _memory_labels(dims: str, sizes: Mapping[str, int]) -> tuple[tuple[str, ...], bool]:
+    """Memory order and density of a contiguous tensor's one-axis-per-label view.
+
+    Returns the distinct labels (size other than 1: a size-0 label is not squeezed) by
+    decreasing stride, and whether the view is dense.
+
+    A repeated label (a diagonal) has the sum of its positions' strides; such a view is
+    not dense.
+    """
+    stride = 1
+    label_stride: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for char in reversed(dims):
+        size = sizes[char]
+        if size != 1:
+            label_stride[char] = label_stride.get(char, 0) + stride
+            count[char] = count.get(char, 0) + 1
+        stride *= size
+    ordered = tuple(sorted(label_stride, key=lambda c: -label_stride[c]))
+    return ordered, all(n == 1 for n in count.values())
+
+
+def _blocks(order: Sequence[str], first: Sequence[str], second: Sequence[str],
+            third: Sequence[str]) -> bool:
+    """Whether ``order`` is ``first`` then the other two groups, in either order.
+
+    Each group must be contiguous; ``first`` and ``second`` must be in exactly the given
+    label order, ``third`` in any order.
+    """
+    n1 = len(first)
+    if tuple(order[:n1]) != tuple(first):
+        return False
+    rest = tuple(order[n1:])
+    s3 = set(third)
+    n2 = len(second)
+    head, tail = rest[:n2], rest[n2:]
+    if head == tuple(second) and set(tail) == s3:
+        return True
+    n3 = len(third)
+    head, tail = rest[:n3], rest[n3:]
+    return set(head) == s3 and tail == tuple(second)
+
+
+def _elements(labels: Sequence[str], sizes: Mapping[str, int]) -> int:
+    return math.prod(sizes[char] for char in labels)
+
+
+def _prepare(
+    layout: Layout, private: Sequence[str], sizes: Mapping[str, int]
+) -> tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...], int]:
+    """Sum away ``private`` labels; returns (order, dense, reduce, keep, workspace)."""
+    order, dense = layout.memory, layout.dense
+    reduce = tuple(char for char in order if char in private)
+    if not reduce:
+        return order, dense, (), (), 0
+    keep = tuple(char for char in order if char not in private)
+    return keep, True, reduce, keep, _elements(keep, sizes)
+
+
+def lower_contraction(
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int]
+) -> Kernel:
+    """Choose the kernel, the copies and the output layout of one contraction.
+
+    Args:
+        layouts: Layout of each input (its dims are its term in the step).
+        output: The step's output term (distinct labels).
+        sizes: Size of every label.
+
+    Returns:
+        The :class:`Kernel`.
+
+    Example:
+        >>> sizes = {"a": 2, "b": 3, "c": 4}
+        >>> ab, bc = Layout.contiguous("ab", sizes), Layout.contiguous("bc", sizes)
+        >>> k = lower_contraction([ab, bc], "ac", sizes)
+        >>> k.kind, k.workspace
+        ('bmm', ())
+    """
+    if len(layouts) > 2:
+        # torch.einsum's result, copied contiguous: its labels in the output's order.
+        return Kernel(kind="einsum", inputs=(), out_order=_memory_labels(output, sizes)[0])
+    big = {char for char in output if sizes[char] != 1}
+    if len(layouts) == 1:
+        (layout,) = layouts
+        private = [char for char in layout.dims if char not in big]
+        order, dense, reduce, keep, work = _prepare(layout, private, sizes)
+        prep = InputPrep(reduce=reduce, keep=keep, copy=(), order=order)
+        kept = tuple(char for char in order if char in big)
+        if reduce:
+            # The sum writes the output directly, in the kept labels' memory order.
+            return Kernel(kind="reduce", inputs=(prep,), out_order=kept)
+        return Kernel(kind="copy", inputs=(prep,), out_order=kept)
+
+    a_layout, b_layout = layouts
+    a_labels = {c for c in a_layout.dims if sizes[c] != 1}
+    b_labels = {c for c in b_layout.dims if sizes[c] != 1}
+    a_order, a_dense, a_reduce, a_keep, a_work = _prepare(
+        a_layout, [c for c in a_labels if c not in b_labels and c not in big], sizes
+    )
+    b_order, b_dense, b_reduce, b_keep, b_work = _prepare(
+        b_layout, [c for c in b_labels if c not in a_labels and c not in big], sizes
+    )
+    workspace = [w for w in (a_work, b_work) if w]
+    shared = [c for c in a_order if c in b_labels]
+    contracted_set = {c for c in shared if c not in big}
+    left = tuple(c for c in a_order if c in big and c not in b_labels)
+    right = tuple(c for c in b_order if c in big and c not in a_labels)
+
+    if not contracted_set:
+        batch = tuple(c for c in a_order if c in b_labels)
+        out_order = batch + left + right
+        return Kernel(
+            kind="mul",
+            inputs=(
+                InputPrep(reduce=a_reduce, keep=a_keep, copy=(), order=a_order),
+                InputPrep(reduce=b_reduce, keep=b_keep, copy=(), order=b_order),
+            ),
+            batch=batch,
+            left=left,
+            right=right,
+            out_order=out_order,
+            workspace=tuple(workspace),
+        )
+
+    # Take the batch and contracted orders from one input or the other, whichever
+    # leaves less to copy (the larger input on a tie).
+    a_size, b_size = _elements(a_order, sizes), _elements(b_order, sizes)
+    choices = []
+    for reference in ((a_order, b_order) if a_size >= b_size else (b_order, a_order)):
+        batch = tuple(c for c in reference if c in big and c in a_labels and c in b_labels)
+        contracted = tuple(c for c in reference if c in contracted_set)
+        a_copy: tuple[str, ...] = ()
+        if not (a_dense and _blocks(a_order, batch, contracted, left)):
+            a_copy = batch + left + contracted
+        b_copy: tuple[str, ...] = ()
+        if not (b_dense and _blocks(b_order, batch, contracted, right)):
+            b_copy = batch + contracted + right
+        copied = (a_size if a_copy else 0) + (b_size if b_copy else 0)
+        choices.append((copied, batch, contracted, a_copy, b_copy))
+    _, batch, contracted, a_copy, b_copy = min(choices, key=lambda choice: choice[0])
+    return _bmm_kernel(
+        InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
+        InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
+        batch=batch, left=left, contracted=contracted, right=right,
+        out_order=batch + left + right, workspace=workspace, sizes=sizes,
+    )
+
+
+def _bmm_kernel(
+    a: InputPrep, b: InputPrep, *, batch: tuple[str, ...], left: tuple[str, ...],
+    contracted: tuple[str, ...], right: tuple[str, ...], out_order: tuple[str, ...],
+    workspace: list[int], sizes: Mapping[str, int],
+) -> Kernel:
+    """A batched matmul of ``a`` and ``b``; each input's copy, if any, joins the workspace."""
+    workspace += [_elements(prep.copy, sizes) for prep in (a, b) if prep.copy]
+    return Kernel(kind="bmm", inputs=(a, b), batch=batch, left=left, contracted=contracted,
+                  right=right, out_order=out_order, workspace=tuple(workspace))
+
+
+def lower_to_layout(
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
+    target: Sequence[str],
+) -> Kernel | None:
+    """A kernel of a two-input contraction that writes its output in ``target`` order.
+
+    A ``bmm`` writes ``batch + left + right`` or, computing the transposed product,
+    ``batch + right + left``; each group's order follows the inputs, which are copied
+    where they do not already lie that way. An elementwise product writes any order.
+
+    Args:
+        layouts: Layout of each input.
+        output: The step's output term.
+        sizes: Size of every label.
+        target: The wished memory order of the output's labels of size above 1.
+
+    Returns:
+        The kernel, or None when no kernel can write ``target``.
+
+    Example:
+        >>> sizes = {"a": 2, "b": 3, "c": 4}
+        >>> ab, bc = Layout.contiguous("ab", sizes), Layout.contiguous("bc", sizes)
+        >>> k = lower_to_layout([ab, bc], "ac", sizes, ("c", "a"))
+        >>> k.out_order, k.workspace
+        (('c', 'a'), ())
+    """
+    target = tuple(target)
+    big = {char for char in output if sizes[char] != 1}
+    if set(target) != big or len(target) != len(big):
+        return None
+    a_layout, b_layout = layouts
+    a_labels = {c for c in a_layout.dims if sizes[c] != 1}
+    b_labels = {c for c in b_layout.dims if sizes[c] != 1}
+    a_order, a_dense, a_reduce, a_keep, a_work = _prepare(
+        a_layout, [c for c in a_labels if c not in b_labels and c not in big], sizes
+    )
+    b_order, b_dense, b_reduce, b_keep, b_work = _prepare(
+        b_layout, [c for c in b_labels if c not in a_labels and c not in big], sizes
+    )
+    workspace = [w for w in (a_work, b_work) if w]
+    contracted_set = {c for c in a_order if c in b_labels and c not in big}
+    batch_set = {c for c in big if c in a_labels and c in b_labels}
+    left_set = {c for c in big if c in a_labels and c not in b_labels}
+    right_set = {c for c in big if c in b_labels and c not in a_labels}
+    if not contracted_set:
+        return Kernel(
+            kind="mul",
+            inputs=(
+                InputPrep(reduce=a_reduce, keep=a_keep, copy=(), order=a_order),
+                InputPrep(reduce=b_reduce, keep=b_keep, copy=(), order=b_order),
+            ),
+            batch=tuple(c for c in a_order if c in b_labels),
+            left=tuple(c for c in a_order if c in left_set),
+            right=tuple(c for c in b_order if c in right_set),
+            out_order=target,
+            workspace=tuple(workspace),
+        )
+    nb = len(batch_set)
+    batch, rest = target[:nb], target[nb:]
+    if set(batch) != batch_set:
+        return None
+    if set(rest[:len(left_set)]) == left_set:
+        left, right = rest[:len(left_set)], rest[len(left_set):]
+    elif set(rest[:len(right_set)]) == right_set:
+        right, left = rest[:len(right_set)], rest[len(right_set):]
+    else:
+        return None
+    choices = []
+    for reference in (a_order, b_order):
+        contracted = tuple(c for c in reference if c in contracted_set)
+        a_copy: tuple[str, ...] = ()
+        if not (a_dense and a_order in (batch + left + contracted, batch + contracted + left)):
+            a_copy = batch + left + contracted
+        b_copy: tuple[str, ...] = ()
+        if not (b_dense and b_order in (batch + contracted + right, batch + right + contracted)):
+            b_copy = batch + contracted + right
+        copied = ((_elements(a_copy, sizes) if a_copy else 0)
+                  + (_elements(b_copy, sizes) if b_copy else 0))
+        choices.append((copied, contracted, a_copy, b_copy))
+    _, contracted, a_copy, b_copy = min(choices, key=lambda choice: choice[0])
+    return _bmm_kernel(
+        InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
+        InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
+        batch=batch, left=left, contracted=contracted, right=right,
+        out_order=target, workspace=workspace, sizes=sizes,
+    )
+
+
+def cached_kernel(
+    inputs: tuple[Layout, ...],
+    out_term: str,
+    sizes: Mapping[str, int],
+    cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
+) -> Kernel:
+    """:func:`lower_contraction`, through ``cache`` when one is given."""
+    found = cache.get((inputs, out_term)) if cache is not None else None
+    if found is None:
+        found = lower_contraction(inputs, out_term, sizes)
+        if cache is not None:
+            cache[(inputs, out_term)] = found
+    return found
+
+
+def copied_elements(kernel: Kernel, sizes: Mapping[str, int]) -> int:
+    """Elements a kernel copies, counting a transposing elementwise product as a copy.
+
+    An elementwise product whose output order permutes the labels of its larger input
+    reads that input out of order: it costs about what copying its output would.
+    """
+    copied = sum(kernel.workspace)
+    if kernel.kind != "mul":
+        return copied
+    larger = max((prep.order for prep in kernel.inputs), key=lambda o: _elements(o, sizes))
+    inside = set(larger)
+    if tuple(c for c in kernel.out_order if c in inside) != tuple(larger):
+        copied += _elements(kernel.out_order, sizes)
+    return copied
+
+
+def readable_orders(kernel: Kernel, position: int) -> tuple[tuple[str, ...], ...]:
+    """The memory orders in which a bmm reads its input ``position`` without a copy."""
+    batch, contracted = kernel.batch, kernel.contracted
+    own = kernel.left if position == 0 else kernel.right
+    first = batch + own + contracted
+    second = batch + contracted + own
+    return (first, second) if position == 0 else (second, first)
