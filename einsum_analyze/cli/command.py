@@ -171,9 +171,10 @@ class _AnalyzeCommand(OneLineErrors):
 @click.option(
     "--budget",
     metavar="BYTES",
-    help="Training budget: the training peak, everything live inputs included (40GiB). "
-    "Each strategy says whether it fits; a plan is recommended within it. When no plan "
-    "fits, the smallest reachable peak is printed and the exit code is 1.",
+    help="Training budget: the peak of a training step, counting everything live on the "
+    "device, inputs included (40GiB). Each strategy says whether it fits, and a plan is "
+    "recommended within it. When no plan fits, the smallest reachable peak is printed "
+    "and the exit code is 1.",
 )
 @click.option(
     "--objective",

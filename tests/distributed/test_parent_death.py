@@ -106,7 +106,9 @@ def test_a_slow_step_reads_its_speedup_not_zero() -> None:
     render_distributed(result, out, Console(record=True))
     text = out.export_text()
     assert "Sliced step on 1 device (gloo): 4 slices" in text
-    assert "step 50 ms on 1 device: 0.004x one device, efficiency 0.004," in text
+    assert ("step 50 ms on 1 device: speedup 0.004x over one device alone (slower), "
+            "efficiency 0.004,") in text
+
 
 
 def test_a_failed_run_is_one_line_naming_the_cause_first() -> None:
