@@ -10,11 +10,12 @@ falls on both alike. Reported per model: median step seconds, measured peak (CUD
 events under ``torch.profiler``), the loss and the largest relative gradient gap between
 the two runs, and what the drop-in ran for each einsum of the step (``cache_info()``).
 
-    python benchmarks/bench_models.py --device cpu --size tiny --threads 1
-    python benchmarks/bench_models.py --device cuda --size full --json models.json
+    python benchmarks/bench_models.py --device cpu --threads 1
+    python benchmarks/bench_models.py --device cpu,cuda --json models.json
 
-``--size full`` is the issue's (XLNet d_model 512, 4 layers, batch 8x256, and the others
-alike); ``tiny`` fits the 2-core cpu. Needs ``transformers``; it prints one line and
+``--device cpu,cuda`` runs both in one process, one table. ``--size full`` (the default on
+cuda) is the issue's (XLNet d_model 512, 4 layers, batch 8x256, and the others alike);
+``tiny`` (the default on cpu) fits a 2-core cpu. Needs ``transformers``; it prints one line and
 exits 2 where it is not installed.
 """
 
@@ -130,18 +131,19 @@ def measured_peak(step: Callable[[], Any], device: str) -> int:
     return int(peak)
 
 
-def run_model(name: str, size: dict[str, int], args: argparse.Namespace) -> dict[str, Any]:
+def run_model(name: str, size: dict[str, int], device: str,
+              args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     import einsum_analyze.torch as dropin
 
     torch.manual_seed(0)
-    model = MODELS[name](size).to(args.device)
+    model = MODELS[name](size).to(device)
     model.train()
     ids = torch.randint(0, size["vocab"], (size["batch"], size["length"]),
-                        generator=torch.Generator().manual_seed(1)).to(args.device)
+                        generator=torch.Generator().manual_seed(1)).to(device)
     labels = torch.randint(0, size["vocab"], (size["batch"], size["length"]),
-                           generator=torch.Generator().manual_seed(2)).to(args.device)
+                           generator=torch.Generator().manual_seed(2)).to(device)
     plain = training_step(model, ids, labels)
     patcher = dropin.patch()
 
@@ -165,15 +167,15 @@ def run_model(name: str, size: dict[str, int], args: argparse.Namespace) -> dict
         patched()
     for repeat in range(args.repeats):
         for which in (("torch", "patched") if repeat % 2 == 0 else ("patched", "torch")):
-            fence(args.device)
+            fence(device)
             start = CLOCK()
             steps[which]()
-            fence(args.device)
+            fence(device)
             runs[which].append(CLOCK() - start)
     measured: dict[str, list[int]] = {"torch": [], "patched": []}
     for _ in range(2):  # the second of each: the first may hold one-time allocations
         for which, step in steps.items():
-            measured[which].append(measured_peak(step, args.device))
+            measured[which].append(measured_peak(step, device))
     peaks = {which: values[-1] for which, values in measured.items()}
     choices = {}
     for choice in dropin.cache_info().choices:
@@ -181,7 +183,7 @@ def run_model(name: str, size: dict[str, int], args: argparse.Namespace) -> dict
         choices[f"{choice.equation} {choice.runs}"] += 1
     seconds = {which: statistics.median(times) for which, times in runs.items()}
     return {
-        "model": name, "size": size, "einsum_calls_per_step": einsum_calls,
+        "model": name, "device": device, "size": size, "einsum_calls_per_step": einsum_calls,
         "seconds": seconds, "peak_bytes": peaks,
         "time_ratio": seconds["patched"] / seconds["torch"],
         "peak_ratio": peaks["patched"] / peaks["torch"] if peaks["torch"] else math.nan,
@@ -213,7 +215,8 @@ def count_einsums(step: Callable[[], Any]) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--device", default="cpu",
+                        help="cpu, cuda, or both in one run: cpu,cuda")
     parser.add_argument("--size", default=None, choices=tuple(SIZES),
                         help="full (the default on cuda) or tiny (on cpu)")
     parser.add_argument("--models", default=",".join(MODELS),
@@ -227,8 +230,13 @@ def main() -> int:
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args()
     global CLOCK
-    args.clock = args.clock or ("wall" if args.device == "cuda" else "cpu")
-    if args.device == "cuda" and args.clock == "cpu":
+    devices = [d for d in args.device.split(",") if d]
+    if not devices or any(d not in ("cpu", "cuda") for d in devices):
+        print(f"bench_models: --device {args.device!r}: give cpu, cuda or cpu,cuda",
+              file=sys.stderr)
+        return 2
+    args.clock = args.clock or ("wall" if "cuda" in devices else "cpu")
+    if "cuda" in devices and args.clock == "cpu":
         print("bench_models: --clock cpu times the host only; use wall on cuda",
               file=sys.stderr)
         return 2
@@ -240,7 +248,7 @@ def main() -> int:
         return 2
     import torch
 
-    if args.device == "cuda" and not torch.cuda.is_available():
+    if "cuda" in devices and not torch.cuda.is_available():
         print("bench_models: no CUDA device here", file=sys.stderr)
         return 2
     names = [n for n in args.models.split(",") if n]
@@ -252,39 +260,42 @@ def main() -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     torch.backends.cuda.matmul.allow_tf32 = False
-    size = SIZES[args.size or ("full" if args.device == "cuda" else "tiny")]
     start = time.perf_counter()
     results = []
-    for name in names:
-        results.append(run_model(name, size, args))
-        print(f"# {name} done ({time.perf_counter() - start:.0f} s)", file=sys.stderr,
-              flush=True)
-    env = {**environment(args.device), "transformers": transformers.__version__,
+    for device in devices:
+        size = SIZES[args.size or ("full" if device == "cuda" else "tiny")]
+        for name in names:
+            results.append(run_model(name, size, device, args))
+            print(f"# {name} on {device} done ({time.perf_counter() - start:.0f} s)",
+                  file=sys.stderr, flush=True)
+    env = {**environment(devices[-1]), "transformers": transformers.__version__,
            "clock": args.clock,
            "load_average_1min": round(os.getloadavg()[0], 2),
            "command": " ".join(["python"] + sys.argv)}
-    lines = ["| model | einsums/step | torch ms | patched ms | time patched/torch | "
+    lines = ["| model | device | einsums/step | torch ms | patched ms | time patched/torch | "
              "torch peak MiB | patched peak MiB | peak patched/torch | gradient gap | "
-             "loss torch | loss patched |", "|" + "---|" * 11]
+             "loss torch | loss patched |", "|" + "---|" * 12]
     for r in results:
         lines.append(
-            f"| {r['model']} | {r['einsum_calls_per_step']} | "
+            f"| {r['model']} | {r['device']} | {r['einsum_calls_per_step']} | "
             f"{r['seconds']['torch'] * 1e3:.2f} | {r['seconds']['patched'] * 1e3:.2f} | "
             f"{r['time_ratio']:.3f} | {r['peak_bytes']['torch'] / 2**20:.2f} | "
             f"{r['peak_bytes']['patched'] / 2**20:.2f} | {r['peak_ratio']:.3f} | "
             f"{r['largest_relative_gradient_gap']:.1e} | {r['loss']['torch']:.5f} | "
             f"{r['loss']['patched']:.5f} |")
-    ran = ["What the drop-in ran (einsum, then torch.einsum or a strategy: cached calls):"]
-    ran += [f"  {r['model']}: " + "; ".join(f"{k} x{v}" for k, v in r["dropin_ran"].items())
-            for r in results]
-    met = [r["model"] for r in results if r["time_ratio"] <= 1.0 and r["peak_ratio"] <= 1.0]
-    print("\n".join(["Environment: " + json.dumps(env), f"size: {json.dumps(size)}", ""]
+    ran = ["What the drop-in ran (einsum, what it ran, and how many plans of it are cached):"]
+    ran += [f"  {r['model']} ({r['device']}): "
+            + "; ".join(f"{k} x{v}" for k, v in r["dropin_ran"].items()) for r in results]
+    met = [f"{r['model']} ({r['device']})" for r in results
+           if r["time_ratio"] <= 1.0 and r["peak_ratio"] <= 1.0]
+    sizes = {r["device"]: r["size"] for r in results}
+    print("\n".join(["Environment: " + json.dumps(env), f"sizes: {json.dumps(sizes)}", ""]
                     + lines + [""] + ran + ["",
                     "targets (<= 1.0x step time and peak) met by: " + (", ".join(met) or "none"),
                     f"wall: {time.perf_counter() - start:.1f} s"]))
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(
-            {"environment": env, "size": size, "models": results}, indent=1) + "\n")
+            {"environment": env, "models": results}, indent=1) + "\n")
     return 0
 
 

@@ -472,7 +472,8 @@ def _find_path(
         found = search(
             input_sets, frozenset(equation.output), dict(equation.size_dict), memory_limit
         )
-    except (ValueError, KeyError, RuntimeError) as err:
+    except (ValueError, KeyError, RuntimeError, OverflowError) as err:
+        # OverflowError: random-greedy's costs are floats; a huge network's are not.
         raise PlanningError(f"optimizer {name!r} failed: {err}") from err
     return [tuple(int(i) for i in step) for step in found]
 

@@ -114,7 +114,8 @@ def torch_layout(equation: str, shapes: Sequence[Sequence[int]], dtype: str) -> 
     operands = [torch.empty(tuple(shape), dtype=getattr(torch, dtype), device="meta")
                 for shape in shapes]
     try:
-        result = TORCH_EINSUM(equation, *operands)
+        with torch._C.DisableTorchFunction():  # a question, not a call: no mode sees it
+            result = TORCH_EINSUM(equation, *operands)
     except ValueError as err:
         raise DropinValueError(_one_line(err)) from None
     except (RuntimeError, TypeError, IndexError) as err:

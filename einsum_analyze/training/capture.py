@@ -265,19 +265,20 @@ def capture() -> Iterator[Captured]:
     captured = Captured()
     einsums = {torch.einsum, torch.functional.einsum}  # before the scope replaces them
 
+    from .calls import read_call
+
     def record(args: Sequence[Any]) -> None:
-        if not args or not isinstance(args[0], str):
+        call = read_call(args)  # every call form torch.einsum reads (sublists too)
+        if call is None:
             return
-        operands = list(args[1:])
-        if len(operands) == 1 and isinstance(operands[0], list | tuple):
-            operands = list(operands[0])
+        equation, operands = call
         tensors = [t for t in operands if isinstance(t, torch.Tensor)]
         if not tensors:
             return
         grad_on = torch.is_grad_enabled()
         in_backward = torch._C._current_graph_task_id() != -1
         captured.record(
-            args[0], [tuple(t.shape) for t in tensors],
+            equation, [tuple(t.shape) for t in tensors],
             _DTYPE_NAMES.get(str(tensors[0].dtype), str(tensors[0].dtype)),
             [bool(grad_on and t.requires_grad) for t in tensors],
             "backward" if in_backward else "forward",

@@ -106,3 +106,16 @@ def test_save_writes_a_cases_file_the_cli_reads(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["summary"]["ok"] == len(captured.calls)
+
+
+def test_sublist_calls_are_recorded_and_the_dropins_own_questions_are_not() -> None:
+    from einsum_analyze.torch import clear_cache, einsum
+
+    clear_cache()  # a plan to make: the drop-in asks torch.einsum first
+    a, b = torch.randn(3, 4, requires_grad=True), torch.randn(4, 5)
+    with capture() as captured:
+        torch.einsum(a, [0, 1], b, [1, 2], [0, 2])
+        # the drop-in asks torch.einsum about the call on the meta device: not a call
+        einsum("ij,jk->ik", a, b, strategy="reverse")
+    assert [(c.equation, c.shapes) for c in captured.calls] == [
+        ("AB,BC->AC", ((3, 4), (4, 5)))]

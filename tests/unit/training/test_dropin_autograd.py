@@ -248,3 +248,15 @@ def test_a_layout_copy_is_counted_in_the_plan() -> None:
     assert [e.elements for e in copy] == [15]
     a, b = _pair()
     assert einsum("ij,jk->ik", a, b, strategy="reverse").view(-1).shape == (15,)
+    from einsum_analyze import analyze
+    from einsum_analyze.roofline import NOMINAL
+    from einsum_analyze.roofline.time_model import predict_time
+
+    (plain,) = analyze("ij,jk->ik", [(3, 4), (4, 5)], dtype="float64", grad=[0, 1],
+                       strategies=["reverse"]).strategies
+    sizes = {"i": 3, "j": 4, "k": 5}
+    timed = [predict_time(r.events, sizes, 8, NOMINAL["cpu"], "float64")
+             for r in (plain, plan.result)]
+    assert timed[1].forward_s > timed[0].forward_s  # the copy is counted in time too
+    assert plan.result.memory.forward_peak_bytes == (plain.memory.forward_peak_bytes
+                                                     + 15 * 8)
