@@ -13,8 +13,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputFileError
-
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -165,21 +163,23 @@ def finite(data: Any) -> Any:
 
 def check_json_path(json_path: str | None) -> None:
     """Refuse a JSON path that cannot be written before anything is printed or run."""
-    import os
-
     if json_path is None or json_path == "-":
         return
-    folder = os.path.dirname(json_path) or "."
-    if os.path.isdir(json_path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        reason = ("it is a folder" if os.path.isdir(json_path)
-                  else "its folder does not exist" if not os.path.isdir(folder)
-                  else "its folder is not writable")
-        raise InputFileError(f"cannot write the JSON report to {json_path!r}: {reason}")
+    from .files import check_writable
+
+    check_writable(json_path, "the JSON report")
 
 
 def write_json(data: Any, json_path: str) -> None:
-    """Write a document to ``json_path`` ('-': stdout) with the one JSON writer."""
+    """Write a document to ``json_path`` ('-': stdout) with the one JSON writer.
+
+    A file is written beside its target and renamed into place (:mod:`.files`): the old
+    file stays whole until the new one is.
+    """
+    import os
+
     from ..report.report import dump_json
+    from .files import replace_atomically
 
     data = finite(data)
     if json_path == "-":
@@ -190,10 +190,8 @@ def write_json(data: Any, json_path: str) -> None:
             quiet_closed_pipe()
             raise SystemExit(0) from None
         return
-    try:
-        with open(json_path, "w", encoding="utf-8") as stream:
-            dump_json(data, stream)
-    except OSError as err:
-        raise InputFileError(
-            f"cannot write the JSON report to {json_path!r}: {err.strerror}"
-        ) from err
+    with replace_atomically(json_path, "the JSON report") as temporary, \
+            open(temporary, "w", encoding="utf-8") as stream:
+        dump_json(data, stream)
+        stream.flush()
+        os.fsync(stream.fileno())
