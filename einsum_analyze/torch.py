@@ -111,6 +111,7 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
                           or _forward_ad._current_level >= 0):  # noqa: SLF001 - a dual level
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     device, dtype = first.device, first.dtype
+    given = operands  # before autocast's cast: what a double backward differentiates
     if _any_autocast is None or _any_autocast():
         low = _autocast_dtype(device.type)
         if low is not None:
@@ -139,7 +140,7 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
         if not any(mask):
             return forward_output(plan, tensors)
-        return apply_eager(plan, operands, *tensors)
+        return apply_eager(plan, given, *tensors)
     if traced_runs_torch(*plan_key(operands, equation, strategy, optimize, budget_value,
                                    mask)):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]

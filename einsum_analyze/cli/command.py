@@ -154,11 +154,13 @@ class _AnalyzeCommand(OneLineErrors):
 @click.option(
     "--max-search-time",
     metavar="SECONDS",
-    default="30",
+    default="1",
     show_default=True,
-    help="Stop a path search after this long (30, 2.5, 500ms): branch-* keeps the best path "
+    help="Stop a path search after this long (1, 2.5, 500ms): branch-* keeps the best path "
     "found so far, the others fall back to greedy, and a warning says so. Searches that "
-    "grow exponentially with the operands are announced on stderr before they start.",
+    "grow exponentially with the operands are announced on stderr before they start. "
+    "The training search of --budget or --objective, its sliced fallback included, ends "
+    "within it too, with the best plan it has found.",
 )
 @click.option(
     "--memory-limit",
@@ -460,9 +462,8 @@ def _analyze(
             render_step_times(report, out)
         if spread is not None:
             render_distributed(spread, out, console(stderr=True))
-    elif spread is not None:
-        for line in spread.errors:
-            click.echo(f"error: distributed run failed: {line}", err=True)
+    elif spread is not None and spread.failure is not None:
+        click.echo(f"error: distributed run failed: {spread.failure}", err=True)
     if spread is not None and spread.failed:
         return 2
     return echo_budget_failures(report)

@@ -55,9 +55,11 @@ def render_distributed(result: DistributedResult, out: Console, err: Console) ->
         out.print(f"step {seconds(result.step_s)} on {plural(len(result.devices), 'device')}: "
                   f"speedup {_ratio(result.speedup)}x over one device alone ({verdict}), "
                   f"efficiency {_ratio(result.efficiency)}{error}", highlight=False)
-    for line in result.errors:
-        # A rank's error quotes gloo's source paths, "[/__w/pytorch/...]": not markup.
-        err.print(f"[red]error:[/red] distributed run failed: {escape(line)}", highlight=False)
+    if result.failure is not None:
+        # One line, the rank that caused it first. A rank's error quotes gloo's source
+        # paths, "[/__w/pytorch/...]": not markup.
+        err.print(f"[red]error:[/red] distributed run failed: {escape(result.failure)}",
+                  highlight=False, soft_wrap=True)
 
 
 def _ratio(value: float) -> str:
