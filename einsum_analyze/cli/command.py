@@ -154,11 +154,13 @@ class _AnalyzeCommand(OneLineErrors):
 @click.option(
     "--max-search-time",
     metavar="SECONDS",
-    default="30",
+    default="1",
     show_default=True,
-    help="Stop a path search after this long (30, 2.5, 500ms): branch-* keeps the best path "
+    help="Stop a path search after this long (1, 2.5, 500ms): branch-* keeps the best path "
     "found so far, the others fall back to greedy, and a warning says so. Searches that "
-    "grow exponentially with the operands are announced on stderr before they start.",
+    "grow exponentially with the operands are announced on stderr before they start. "
+    "The training search of --budget or --objective, its sliced fallback included, ends "
+    "within it too, with the best plan it has found.",
 )
 @click.option(
     "--memory-limit",

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..model.deadline import past_deadline
 from ..model.lowering import lower_events
 from ..model.memory import simulate_memory
 from ..model.planning import Plan, size_of
@@ -210,7 +211,9 @@ def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
     """The greedy halving (see the module), keeping the ``width`` best states a level.
 
     Returns the fitting score of fewest FLOPs at the first level where one fits (its
-    chunk widened back as far as it still fits), or the least peak reached.
+    chunk widened back as far as it still fits), or the least peak reached. When the
+    search's deadline passes (:func:`~einsum_analyze.model.deadline.past_deadline`) it
+    scores nothing more and returns the best it has.
     """
     sizes = score.plan.equation.size_dict
     frontier = [score(start)]
@@ -220,9 +223,13 @@ def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
     stalled = 0
     while True:
         children: dict[SlicePlan, tuple[SliceScore, str, int, SliceScore]] = {}
+        late = False
         for current in frontier:
             chunks = dict(zip(current.slices.indices, current.slices.chunks, strict=True))
             for label in labels:
+                if past_deadline():
+                    late = True
+                    break
                 old = chunks.get(label, sizes[label])
                 new = -(-old // 2)
                 if new == old:
@@ -234,7 +241,10 @@ def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
         fitting = [c for c in children.values() if score.fits(c[0])]
         if fitting:
             best, label, old, _ = min(fitting, key=lambda c: (c[0].flops, c[0].peak_bytes))
-            return _widen(score, best, label, old)
+            return best if late else _widen(score, best, label, old)
+        if late:
+            return min([least, *frontier, *(c[0] for c in children.values())],
+                       key=lambda s: (s.peak_bytes, s.flops))
         # A halving must save a thousandth of the peak: past that, more slices only
         # shave the slices' own small tensors off a peak the full-size buffers hold.
         better = [c for c in children.values()
@@ -261,7 +271,7 @@ def _widen(score: _Scorer, best: SliceScore, label: str, old: int) -> SliceScore
     size = best.slices.sizes[best.slices.indices.index(label)]
     low = best.slices.chunks[best.slices.indices.index(label)]  # fits
     high = old  # does not
-    while high - low > 1:
+    while high - low > 1 and not past_deadline():
         middle = (low + high) // 2
         trial = score(_with_chunk(best.slices, label, size, middle))
         if score.fits(trial) and trial.flops <= best.flops:
@@ -354,6 +364,8 @@ def find_slices(
     if use_cotengra:
         for indices in _cotengra_sets(plan, wanted, budget_bytes, itemsize,
                                       unsliced.peak_bytes):
+            if past_deadline():
+                break
             results.append((_greedy(score, indices, SlicePlan.none(), max_slices),
                             "cotengra"))
     fitting = [(s, name) for s, name in results if score.fits(s)]
