@@ -52,8 +52,9 @@ OPTIMIZERS: tuple[str, ...] = (
 )
 """opt_einsum's optimizer names (checked against the installed opt_einsum in the tests)."""
 
-DEFAULT_MAX_SEARCH_S = 30.0
-"""Seconds a path search may take before the planner stops it (``--max-search-time``)."""
+DEFAULT_MAX_SEARCH_S = 1.0
+"""Seconds a path search may take before the planner stops it (``--max-search-time``); the
+training search as a whole, its sliced fallback included, ends within the same."""
 
 _EXPONENTIAL = {
     "optimal": 8,
