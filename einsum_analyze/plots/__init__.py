@@ -99,7 +99,7 @@ def write_plot(document: Mapping[str, Any], path: str) -> list[str]:
     fmt = check_plot_path(path)
     import matplotlib
 
-    from .figures import FIGURES, RC, draw_figure, draw_page
+    from .figures import CAPTIONS, FIGURES, RC, draw_figure, draw_page
 
     cases = case_figures(document)
     written: list[str] = []
@@ -111,7 +111,7 @@ def write_plot(document: Mapping[str, Any], path: str) -> list[str]:
                 reports = _case_reports(document)
 
                 def svgs(i: int) -> list[tuple[str, str]]:
-                    return [(kind, _svg_text(draw_figure(kind, cases[i][1])))
+                    return [(CAPTIONS[kind], _svg_text(draw_figure(kind, cases[i][1])))
                             for kind in FIGURES]
 
                 text = html_page(document, reports, svgs)

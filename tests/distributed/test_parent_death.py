@@ -129,3 +129,21 @@ def test_a_failed_run_is_one_line_naming_the_cause_first() -> None:
     lines = err.export_text().strip().splitlines()
     assert lines == ["error: distributed run failed: rank 1 (cpu:1): stopped responding: "
                      "no heartbeat for 10 s; then rank 0 (cpu:0): stopped: rank 1 failed"]
+
+
+def test_the_way_of_communicating_is_one_line_beside_the_all_reduce_it_replaces() -> None:
+    from rich.console import Console
+
+    from einsum_analyze.distributed.run import DeviceFigures, DistributedResult
+    from einsum_analyze.render.distributed import render_distributed
+
+    result = DistributedResult(
+        devices=("cpu:0", "cpu:1"), backend="gloo", slice_count=2,
+        per_device=(DeviceFigures(rank=0, device="cpu:0", slices=(0,)),
+                    DeviceFigures(rank=1, device="cpu:1", slices=(1,))),
+        reduce_bytes=3632, communication="gather", moved_bytes=672, calls=3)
+    out = Console(record=True, width=400)
+    render_distributed(result, out, Console(record=True))
+    assert ("gather (parts of sliced buffers from their owners, the rest summed): 3 "
+            "collective calls per step, at most 672 B received per device (an all-reduce "
+            "of every buffer: 3.55 KiB)") in out.export_text()
