@@ -5,7 +5,7 @@
     ``benchmarks/cases.json``: ``python3 -m einsum_analyze EQUATION --shapes ... --json FILE``
     and the installed ``einsum-analyze`` script when it is on PATH, each a fresh process
     (``--device none`` is added where the CLI has ``--device``: it runs on cpu by default).
-    Target: median at most 0.5 s. ``python3 -c pass`` and ``python3 -c "import
+    Target: median at most 0.3 s. ``python3 -c pass`` and ``python3 -c "import
     opt_einsum"`` are timed alongside for context, and so is ``--strategy none``
     (forward only) where the CLI has that option.
 
@@ -25,6 +25,12 @@
 
 (c) Where the time of ``analyze`` goes: one backward strategy at a time.
 
+(d) Scaling (``benchmarks/analysis_scaling.py``): ``reverse`` + ``torch-autograd``
+    analysis and the default analysis against ``contract_path`` on random regular
+    networks of 10 to 2000 tensors, in CPU seconds, with the fitted exponent of each.
+    Targets: ratio at most 3, exponent at most 1.3 from 100 to 2000 tensors, the default
+    analysis at most 2 s at 500 tensors.
+
 Method: every in-process sample is a batch of calls lasting at least ``--min-sample-ms``;
 functions are interleaved round by round (A B C, then C B A, ...) after a warm-up, with the
 garbage collector off during timed batches (as ``timeit`` does). A call slower than 0.1 s
@@ -35,6 +41,7 @@ times; tables show the median and the interquartile range (IQR).
 Usage::
 
     python3 benchmarks/bench_analysis.py [--repeats N] [--max-tensors N]
+    python3 benchmarks/bench_analysis.py --only scaling [--scaling-sizes 10,100,...]
 """
 
 # ruff: noqa: T201
@@ -63,9 +70,13 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from analysis_scaling import SIZES as SCALING_SIZES  # noqa: E402
+from analysis_scaling import print_scaling, run_scaling  # noqa: E402
+
 CASES_PATH = HERE / "cases.json"
 COLD_CASE = "tn18-b512"
-COLD_TARGET_S = 0.5
+COLD_TARGET_S = 0.3
 RATIO_TARGET = 1.2
 SLOW_CALL_S = 0.1
 
@@ -830,7 +841,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "for tn18-b512 only (default 10,50,100)",
     )
     parser.add_argument(
-        "--only", choices=["cold", "inprocess", "breakdown"], help="run one of the measurements"
+        "--only", choices=["cold", "inprocess", "breakdown", "scaling"],
+        help="run one of the measurements",
+    )
+    parser.add_argument(
+        "--scaling-sizes",
+        default=",".join(map(str, SCALING_SIZES)),
+        help="random networks (by n) for the scaling table (d) (default %(default)s)",
+    )
+    parser.add_argument(
+        "--scaling-repeats", type=int, default=3,
+        help="samples of each function per network in (d) (default 3)",
     )
     parser.add_argument(
         "--profile", action="store_true", help="also cProfile the default analyze() on tn18-b512"
@@ -891,6 +912,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if breakdown is not None:
             print_breakdown(breakdown)
             results["breakdown"] = breakdown
+    if args.only in (None, "scaling"):
+        sizes = [int(x) for x in args.scaling_sizes.split(",") if x.strip()]
+        scaling = run_scaling(sizes, args.scaling_repeats)
+        missed |= not print_scaling(scaling, markdown_table)
+        results["scaling"] = scaling
     if args.profile:
         run_profile(cases, 25)
 

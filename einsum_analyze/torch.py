@@ -40,7 +40,7 @@ import torch.autograd.forward_ad as _forward_ad
 
 from .errors import DropinError, DropinValueError
 from .training.calls import TORCH_EINSUM, check_options, read_call
-from .training.choice import NO_BUDGET
+from .training.choice import NO_BUDGET, check_plan_s, planning_time
 from .training.node import apply_eager, contract, forward_output
 from .training.plans import (
     DTYPE_NAMES,
@@ -70,7 +70,7 @@ def _autocast_dtype(device_type: str) -> torch.dtype | None:
 
 
 def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
-           optimize: str = "auto") -> torch.Tensor:
+           optimize: str = "auto", max_plan_s: float | None = None) -> torch.Tensor:
     """``torch.einsum(*args)``, forward and backward run by the planned schedule.
 
     Args:
@@ -83,6 +83,8 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
             strategies that take a ``budget_bytes`` option. A budget no plan meets raises
             an error giving the smallest reachable peak.
         optimize: The opt_einsum optimizer of the forward path.
+        max_plan_s: Seconds the first call of a shape may spend choosing its plan (None:
+            0.5): the search then stops and takes the best plan it has found.
 
     Returns:
         The result, as torch.einsum returns it: the same values, dtype and strides.
@@ -94,8 +96,12 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
     Raises:
         RuntimeError, ValueError, TypeError: Where torch.einsum raises them, one line
             (RuntimeError and ValueError as :class:`DropinError`).
-        DropinValueError: A bad ``strategy``, ``budget`` or ``optimize``.
+        DropinValueError: A bad ``strategy``, ``budget``, ``optimize`` or ``max_plan_s``.
     """
+    if max_plan_s is not None:
+        check_plan_s(max_plan_s)
+        with planning_time(max_plan_s):
+            return einsum(*args, strategy=strategy, budget=budget, optimize=optimize)
     compiling = torch.compiler.is_compiling()
     if not compiling:
         check_options(strategy, budget, optimize)
@@ -110,6 +116,7 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
                           or _forward_ad._current_level >= 0):  # noqa: SLF001 - a dual level
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     device, dtype = first.device, first.dtype
+    given = operands  # before autocast's cast: what a double backward differentiates
     if _any_autocast is None or _any_autocast():
         low = _autocast_dtype(device.type)
         if low is not None:
@@ -138,7 +145,7 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
         if not any(mask):
             return forward_output(plan, tensors)
-        return apply_eager(plan, operands, *tensors)
+        return apply_eager(plan, given, *tensors)
     if traced_runs_torch(equation, tuple(tuple(t.shape) for t in operands), dtype, device,
                          tuple(mask), strategy, optimize, budget_value):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
@@ -225,11 +232,13 @@ class patch(ContextDecorator):  # noqa: N801 - used as a function: ``with patch(
     """
 
     def __init__(self, *, strategy: str = "auto", budget: int | str | None = None,
-                 optimize: str = "auto") -> None:
+                 optimize: str = "auto", max_plan_s: float | None = None) -> None:
         check_options(strategy, budget, optimize)
+        check_plan_s(max_plan_s)
         self._strategy = strategy
         self._budget = budget
         self._optimize = optimize
+        self._max_plan_s = max_plan_s
 
     def __enter__(self) -> patch:
         import torch.functional
@@ -280,7 +289,7 @@ def _routed(*args: Any) -> torch.Tensor:
     chosen = next((scope for scope, thread in reversed(scopes) if thread == me),
                   scopes[-1][0])
     return einsum(*args, strategy=chosen._strategy, budget=chosen._budget,  # noqa: SLF001
-                  optimize=chosen._optimize)  # noqa: SLF001
+                  optimize=chosen._optimize, max_plan_s=chosen._max_plan_s)  # noqa: SLF001
 
 
 class Einsum(torch.nn.Module):
@@ -294,17 +303,20 @@ class Einsum(torch.nn.Module):
     """
 
     def __init__(self, equation: str, *, strategy: str = "auto",
-                 budget: int | str | None = None, optimize: str = "auto") -> None:
+                 budget: int | str | None = None, optimize: str = "auto",
+                 max_plan_s: float | None = None) -> None:
         super().__init__()
+        check_plan_s(max_plan_s)
         self.equation = equation
         self.strategy = strategy
         self.budget = budget
         self.optimize = optimize
+        self.max_plan_s = max_plan_s
 
     def forward(self, *operands: torch.Tensor) -> torch.Tensor:
         """The einsum of ``operands``."""
         return einsum(self.equation, *operands, strategy=self.strategy, budget=self.budget,
-                      optimize=self.optimize)
+                      optimize=self.optimize, max_plan_s=self.max_plan_s)
 
     def extra_repr(self) -> str:
         """The equation and strategy, for ``print(module)``."""

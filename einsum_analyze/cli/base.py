@@ -6,6 +6,7 @@ click command class that prints usage and input errors as one ``Error: ...`` lin
 
 from __future__ import annotations
 
+import errno
 import sys
 from typing import Any
 
@@ -14,6 +15,11 @@ import click
 from ..render.terminal import quiet_closed_pipe
 
 __all__ = ["InputError", "OneLineErrors"]
+
+_FULL_OUTPUT = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+"""Errors of a write to stdout that has no room (``> /dev/full``, ``ulimit -f``): every
+file the command writes itself is wrapped in a one-line error where it is written, so
+these reach the command's boundary only from stdout."""
 
 
 class InputError(click.ClickException):
@@ -42,5 +48,12 @@ class OneLineErrors(click.Command):
         except BrokenPipeError:  # the reader closed stdout: not a failure
             quiet_closed_pipe()
             sys.exit(0)
+        except OSError as err:
+            if err.errno not in _FULL_OUTPUT:
+                raise  # not a write to a full output: a bug, with its traceback
+            quiet_closed_pipe()  # drop what stdout still buffers
+            click.echo(f"Error: cannot write the output: {err.strerror} "
+                       f"({errno.errorcode.get(err.errno or 0, err.errno)})", err=True)
+            sys.exit(2)
         sys.exit(result if isinstance(result, int) else 0)
 

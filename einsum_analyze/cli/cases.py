@@ -9,6 +9,8 @@ import click
 
 from ..render.terminal import console, progress, write_json
 from .base import InputError
+from .counts import check_counts
+from .devices import runs_on_cpu
 from .options import RunOptions, Settings, echo_budget_failures, execute_runs
 from .roofline import add_roofline
 from .verbs import write_plot
@@ -61,7 +63,10 @@ def analyze_cases(
             case_devices = _case_devices(case, devices)
             if case_devices == () or not report.strategies:
                 return report
-            return execute_runs(report, _case_run(case, run), case_devices, shown)
+            case_run = _case_run(case, run)
+            check_counts(case_run.repeats, case_run.warmup, force=run.force, report=report,
+                         on_cpu=runs_on_cpu(case_devices), where="repeats and warmup")
+            return execute_runs(report, case_run, case_devices, shown)
 
         batch = run_cases(entries, runner=run_case)
     if json_path is not None:

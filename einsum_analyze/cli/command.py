@@ -26,11 +26,14 @@ from ..model.parsing import parse_seconds, parse_shapes, parse_sizes, parse_stra
 from ..model.planning import OPTIMIZERS
 from ..model.types import DType
 from ..render.distributed import render_distributed
+from ..render.formatting import format_seconds
 from ..render.terminal import check_json_path, console, progress, write_json
+from ..report.budgets import check_budget_strategy
 from ..strategies import STRATEGIES, get_strategy, strategy_names
 from .base import InputError, OneLineErrors
 from .cases import analyze_cases
-from .devices import DEVICES_HELP, check_devices, run_devices
+from .counts import check_counts
+from .devices import DEVICES_HELP, check_devices, check_run_devices, run_devices, runs_on_cpu
 from .options import RunOptions, Settings, echo_budget_failures, execute_runs
 from .roofline import add_roofline, read_profile, roofline_options, search_profile
 from .verbs import compare_cli, plot_cli, write_plot
@@ -152,11 +155,13 @@ class _AnalyzeCommand(OneLineErrors):
 @click.option(
     "--max-search-time",
     metavar="SECONDS",
-    default="30",
+    default="1",
     show_default=True,
-    help="Stop a path search after this long (30, 2.5, 500ms): branch-* keeps the best path "
+    help="Stop a path search after this long (1, 2.5, 500ms): branch-* keeps the best path "
     "found so far, the others fall back to greedy, and a warning says so. Searches that "
-    "grow exponentially with the operands are announced on stderr before they start.",
+    "grow exponentially with the operands are announced on stderr before they start. "
+    "The training search of --budget or --objective, its sliced fallback included, ends "
+    "within it too, with the best plan it has found.",
 )
 @click.option(
     "--memory-limit",
@@ -169,9 +174,10 @@ class _AnalyzeCommand(OneLineErrors):
 @click.option(
     "--budget",
     metavar="BYTES",
-    help="Training budget: the training peak, everything live inputs included (40GiB). "
-    "Each strategy says whether it fits; a plan is recommended within it. When no plan "
-    "fits, the smallest reachable peak is printed and the exit code is 1.",
+    help="Training budget: the peak of a training step, counting everything live on the "
+    "device, inputs included (40GiB). Each strategy says whether it fits, and a plan is "
+    "recommended within it. When no plan fits, the smallest reachable peak is printed "
+    "and the exit code is 1.",
 )
 @click.option(
     "--objective",
@@ -286,9 +292,9 @@ class _AnalyzeCommand(OneLineErrors):
               help="Budget: median forward + backward seconds of every run (0.5, 250ms).")
 @click.option(
     "--budget-strategy",
-    type=click.Choice(("all", *STRATEGIES), case_sensitive=False),
-    help="Strategy the backward budgets check: a name, or all (each must pass). "
-    "Default: the first in --strategy.",
+    type=click.Choice(("all", *strategy_names()), case_sensitive=False),
+    help="Strategy the backward budgets check: any strategy name, or all (each modelled "
+    "strategy must pass). Default: the first in --strategy.",
 )
 @roofline_options
 @click.version_option(__version__, "-V", "--version", prog_name="einsum-analyze")
@@ -351,6 +357,11 @@ def cli(
         run.check(dtype)
         check_json_path(json_path)
         _check_plot_path(plot_path)
+        if cases_path is None:
+            check_budget_strategy(budgets, settings.strategies)
+        check_run_devices(run.device_list(), backend, dtype)
+        if run.device_list() != ():
+            check_counts(repeats, warmup, force=force)
         if cases_path is not None:
             if equation is not None or shapes is not None or sizes is not None:
                 raise click.UsageError("give either --cases or EQUATION with --shapes/--sizes")
@@ -392,6 +403,8 @@ def _analyze(
     searches = (settings.objective is not None or settings.budget is not None
                 or "," in (settings.memory_limit or ""))
     profile = search_profile(settings.roofline, devices, settings.dtype, searches)
+    out = console() if json_path != "-" else None
+    early = _EarlyTables(out, searches, settings.max_search_s)
     report = analyze(
         equation,
         parse_shapes(shapes) if shapes is not None else None,
@@ -406,18 +419,24 @@ def _analyze(
         cotengra=settings.cotengra,
         max_search_s=settings.max_search_s,
         profile=profile,
+        on_analysed=early.print_model,
         on_search=lambda notice: click.echo(
-            f"note: {notice}; it stops after {settings.max_search_s:g} s (--max-search-time)",
+            f"note: {notice}; it stops after {format_seconds(settings.max_search_s)} "
+            "(--max-search-time)",
             err=True,
         ),
     )
+    early.done()
     report = add_roofline(report, settings.roofline)
-    out = console() if json_path != "-" else None
+    if devices != () and report.strategies:
+        check_counts(run.repeats, run.warmup, force=run.force, report=report,
+                     on_cpu=runs_on_cpu(devices))
     if out is not None:
-        from ..render.report import render_analysis
+        from ..render.report import render_analysis, render_search
         from ..render.roofline import render_roofline
 
-        render_analysis(report, out)  # at once: the runs may take a while
+        # At once: the runs may take a while (the tables before the search are out).
+        (render_search if early.printed else render_analysis)(report, out)
         render_roofline(report, out)
     # Forward-only analysis (--strategy none) runs nothing unless a device was asked for.
     if devices != () and (report.strategies or devices is not None):
@@ -449,12 +468,41 @@ def _analyze(
             render_step_times(report, out)
         if spread is not None:
             render_distributed(spread, out, console(stderr=True))
-    elif spread is not None:
-        for line in spread.errors:
-            click.echo(f"error: distributed run failed: {line}", err=True)
+    elif spread is not None and spread.failure is not None:
+        click.echo(f"error: distributed run failed: {spread.failure}", err=True)
     if spread is not None and spread.failed:
         return 2
     return echo_budget_failures(report)
+
+
+class _EarlyTables:
+    """Print the analysis tables before the training search, and a line while it runs.
+
+    The line goes to stderr, and only to a terminal; it is gone when the search ends.
+    """
+
+    def __init__(self, out: Any, searches: bool, seconds: float) -> None:
+        self.out, self.searches, self.seconds = out, searches, seconds
+        self.printed = False
+        self._status: Any = None
+
+    def print_model(self, report: Report) -> None:
+        if self.out is None or not self.searches:
+            return
+        from ..render.report import render_model
+
+        render_model(report, self.out)
+        self.printed = True
+        if sys.stderr.isatty():
+            self._status = console(stderr=True).status(
+                f"searching paths and strategies for the training step (at most "
+                f"{self.seconds:g} s, --max-search-time)")
+            self._status.start()
+
+    def done(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
 
 
 def _read_budgets(

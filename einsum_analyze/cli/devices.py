@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..distributed import DeviceList, DistributedResult
     from ..report.report import Report
 
-__all__ = ["DEVICES_HELP", "check_devices", "run_devices"]
+__all__ = ["DEVICES_HELP", "check_devices", "check_run_devices", "run_devices", "runs_on_cpu"]
 
 DEVICES_HELP = (
     "Run the sliced strategy's slices across devices, one process each (torch.distributed: "
@@ -46,6 +46,39 @@ def check_devices(text: str | None) -> DeviceList | None:
     from ..distributed.devices import parse_devices
 
     return parse_devices(text)
+
+
+def check_run_devices(devices: tuple[str, ...] | None, backend: str, dtype: str) -> None:
+    """Refuse a ``--device`` that is not there before anything prints (exit 2).
+
+    ``devices`` is :meth:`~.options.RunOptions.device_list`'s answer: ``()`` runs nothing
+    and is not checked; ``None`` is the default device. torch is imported only here,
+    when runs were asked for.
+
+    Raises:
+        einsum_analyze.errors.BackendUnavailableError: A device this machine lacks, or one
+            the backend cannot run with ``dtype``.
+    """
+    if devices == ():
+        return
+    from ..backends import get_backend
+    from ..errors import BackendUnavailableError
+    from ..execution import resolve_devices
+
+    executor = get_backend(backend)
+    for device in resolve_devices(devices):
+        reason = executor.unavailable(device, dtype)
+        if reason is not None:
+            raise BackendUnavailableError(reason)
+
+
+def runs_on_cpu(devices: tuple[str, ...] | None) -> bool:
+    """Whether the ``--device`` list (None: the default) includes the cpu."""
+    if devices == ():
+        return False
+    from ..execution import resolve_devices
+
+    return "cpu" in resolve_devices(devices)
 
 
 def run_devices(report: Report, devices: DeviceList, *, repeats: int, warmup: int,

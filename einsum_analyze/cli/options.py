@@ -35,7 +35,7 @@ class Settings:
     budget: str | None = None
     objective: str | None = None
     cotengra: bool = False
-    max_search_s: float = 30.0
+    max_search_s: float = 1.0
     roofline: DeviceProfile | None = None
 
 

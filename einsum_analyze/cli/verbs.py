@@ -93,8 +93,10 @@ def compare_cli(before: str, after: str, tolerance: float, times: TimeRule,
 
 def _compare(before: str, after: str, tolerance: float, times: TimeRule,
              json_path: str | None) -> int:
+    from ..render.terminal import check_json_path
     from ..report.compare import compare_reports
 
+    check_json_path(json_path)
     comparison = compare_reports(
         read_report(before, "BEFORE"), read_report(after, "AFTER"), tolerance=tolerance,
         times=times, names=(f"BEFORE {before!r}", f"AFTER {after!r}"),
@@ -111,6 +113,36 @@ def _compare(before: str, after: str, tolerance: float, times: TimeRule,
     for line in regression_lines(comparison):
         click.echo(line, err=True)
     return 1 if comparison.has_regressions else 0
+
+
+def _check_plottable(document: Any, path: str) -> None:
+    """Refuse a report the pictures cannot be drawn from, as ``compare`` refuses one.
+
+    The document must be a report or a batch of a readable version whose compared
+    figures are numbers (:mod:`einsum_analyze.report.saved`), of this version (the
+    pictures need its timelines and tree), and its picture data must read back
+    (:func:`einsum_analyze.plots.case_figures` reads JSON data only, so a missing key or
+    a value of the wrong type there is the document's fault).
+    """
+    from ..plots import case_figures
+    from ..report.saved import check_figures, document_kind
+
+    name = repr(path)
+    document_kind(document, name)
+    check_figures(document, name)
+    version = document.get("schema_version")
+    if version != 2 or ("cases" not in document
+                        and "tree" not in document.get("forward", {})):
+        raise InputError(
+            f"{name} has schema_version {version!r} without the timelines and the "
+            "tree pictures need; write it again with this version of einsum-analyze"
+        )
+    try:
+        case_figures(document)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+        detail = f"key {err.args[0]!r} is missing" if isinstance(err, KeyError) else str(err)
+        raise InputError(f"{name} is corrupted: the pictures cannot read it "
+                         f"({detail})") from err
 
 
 def read_report(path: str, which: str) -> Any:
@@ -169,16 +201,7 @@ def plot_cli(report: str, output: str) -> int:
 
         check_plot_path(output)
         document = read_report(report, "the")
-        if not isinstance(document, dict) or not (
-                "forward" in document or "cases" in document):
-            raise InputError(f"{report!r} is not an einsum-analyze report")
-        version = document.get("schema_version")
-        if version != 2 or ("cases" not in document
-                            and "tree" not in document.get("forward", {})):
-            raise InputError(
-                f"{report!r} has schema_version {version!r} without the timelines and the "
-                "tree pictures need; write it again with this version of einsum-analyze"
-            )
+        _check_plottable(document, report)
         write_plot(document, output)
         return 0
     except EinsumAnalyzeError as err:

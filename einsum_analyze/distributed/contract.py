@@ -80,8 +80,13 @@ class DistributedJob:
         calibrate: Time the collectives alone before the steps (the projection's
             inputs, :mod:`.projection`).
         timeout_s: Seconds the run may take; also the process group's timeout.
+        stall_floor_s: The least stall limit: a rank without a heartbeat, or making no
+            progress while the others wait, this long is named hung (the limit grows
+            with the predicted work, :func:`.run.stall_limit_s`).
         fault: For tests only: ``(rank, how)`` makes that rank fail after joining the
-            group, ``how`` one of ``raise``, ``exit``, ``kill``.
+            group, ``how`` one of ``raise``, ``exit``, ``kill``, ``hang`` (sleeps),
+            ``stop`` (SIGSTOP), or ``backend``: the collective backend fails to join
+            (a network interface that does not exist).
     """
 
     runner: SliceRunner
@@ -101,4 +106,5 @@ class DistributedJob:
     compare: tuple[str, ...] = ()
     calibrate: bool = False
     timeout_s: float = 300.0
+    stall_floor_s: float = 10.0
     fault: tuple[int, str] | None = field(default=None)

@@ -12,7 +12,30 @@ from .devices import DeviceList
 from .launch import RankOutcome, error_rank, free_port, launch
 from .worker import rank_main
 
-__all__ = ["DeviceFigures", "DistributedResult", "run_distributed"]
+__all__ = ["DeviceFigures", "DistributedResult", "run_distributed", "stall_limit_s"]
+
+CAUTIOUS_FLOPS_PER_S = {"cpu": 1e8, "cuda": 1e10}
+"""A rate every device of the kind beats on a sliced step (a 2-core shared cpu ran
+tn18 scaled by 1/8 at 6e8 FLOP/s per process): the stall limit's unit of work."""
+
+STALL_FACTOR = 4.0
+"""The stall limit: this many times the predicted seconds of the largest unit of work."""
+
+
+def stall_limit_s(job: DistributedJob, *, is_cuda: bool) -> float:
+    """Seconds without progress (or heartbeat) after which a rank is named hung.
+
+    The largest unit of work between two progress marks is rank 0's running every slice
+    (the baseline, the oracle of the same contraction, the profiled step): its FLOPs at
+    :data:`CAUTIOUS_FLOPS_PER_S`, times :data:`STALL_FACTOR`, and at least the job's
+    ``stall_floor_s``.
+
+    Example:
+        ``1e9`` FLOPs of slices on cpu: ``max(10, 4 * 1e9 / 1e8)`` = 40 s.
+    """
+    flops = float(sum(job.runner.slice_costs()))
+    rate = CAUTIOUS_FLOPS_PER_S["cuda" if is_cuda else "cpu"]
+    return max(job.stall_floor_s, STALL_FACTOR * flops / rate)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,6 +137,18 @@ class DistributedResult:
                         key=lambda d: (error_rank(d.error), d.rank))
         return tuple(f"rank {d.rank} ({d.device}): {d.error}" for d in failed)
 
+    @property
+    def failure(self) -> str | None:
+        """One line for a failed run: the rank that caused it first, then the others.
+
+        ``rank 1 (cpu:1): killed by SIGKILL; then rank 0 (cpu:0): stopped: rank 1
+        failed``; None when every rank ran.
+        """
+        errors = self.errors
+        if not errors:
+            return None
+        return errors[0] + ("; then " + "; ".join(errors[1:]) if errors[1:] else "")
+
     def to_dict(self) -> dict[str, Any]:
         """The ``distributed`` section of the JSON report (docs/schema.md)."""
         return {
@@ -164,7 +199,8 @@ def run_distributed(job: DistributedJob, devices: DeviceList, *,
     _check_assignment(parts, len(names), job.runner.slice_count)
     init = f"tcp://127.0.0.1:{free_port()}"
     outcomes = launch(rank_main, [(job, names, devices.backend, init, parts)] * len(names),
-                      timeout_s=job.timeout_s)
+                      timeout_s=job.timeout_s,
+                      stall_s=stall_limit_s(job, is_cuda=devices.is_cuda))
     failed = any(o.error is not None for o in outcomes)
     first = outcomes[0].result or {}
     single = first.get("single")

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from .comm import OUTPUT, CommPlan
 from .contract import DistributedJob
+from .launch import mark_progress
 
 if TYPE_CHECKING:
     from ..backends.base import DeviceContext
@@ -90,6 +91,7 @@ def run_and_reduce(job_runner: Any, slices: Sequence[int], operands: Sequence[An
         output, gradients = job_runner.run(slices, operands, upstream, grad)
     else:
         output, gradients = job_runner.run(slices, operands, upstream, grad, on_slice=on_slice)
+    mark_progress(waiting=True)
     if timer is not None:
         _fence(is_cuda)
         timer["computed"] = time.perf_counter()
@@ -102,6 +104,13 @@ def run_and_reduce(job_runner: Any, slices: Sequence[int], operands: Sequence[An
     else:
         exchange.finish({OUTPUT: output, **gradients})
     return output, gradients
+
+
+def _fault_before_joining(job: DistributedJob, rank: int) -> None:
+    """``backend``: a network interface that does not exist, so the backend fails to join."""
+    if job.fault is not None and job.fault == (rank, "backend"):
+        os.environ["GLOO_SOCKET_IFNAME"] = "no-such-interface0"
+        os.environ["NCCL_SOCKET_IFNAME"] = "no-such-interface0"
 
 
 def _fault(job: DistributedJob, rank: int) -> None:
@@ -118,6 +127,10 @@ def _fault(job: DistributedJob, rank: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if how == "hang":
         time.sleep(3600)
+    if how == "stop":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def rank_main(rank: int, job: DistributedJob, devices: Sequence[str], backend: str,
@@ -131,14 +144,17 @@ def rank_main(rank: int, job: DistributedJob, devices: Sequence[str], backend: s
     device = devices[rank]
     is_cuda = device.startswith("cuda")
     if is_cuda:
+        _check_device(device)
         torch.cuda.set_device(torch.device(device))
     else:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // len(devices)))
     options: dict[str, Any] = {"device_id": torch.device(device)} if is_cuda else {}
+    _fault_before_joining(job, rank)
     dist.init_process_group(backend, init_method=init_method, rank=rank,
                             world_size=len(devices), timeout=timedelta(seconds=job.timeout_s),
                             **options)
     try:
+        mark_progress()
         _fault(job, rank)
         torch_device = device if is_cuda else "cpu"
         context = make_context(
@@ -150,9 +166,12 @@ def rank_main(rank: int, job: DistributedJob, devices: Sequence[str], backend: s
         figures: dict[str, Any] = {"rank": rank, "device": device,
                                    "slices": list(assignment[rank])}
         everything = list(range(job.runner.slice_count))
+        mark_progress()
         if job.baseline and rank == 0:
             figures["single"] = _single(job, context, everything, is_cuda, device)
+        mark_progress(waiting=True)
         dist.barrier()
+        mark_progress()
         mine = list(assignment[rank])
         modes = tuple(dict.fromkeys((job.communication, *job.compare)))
         plans = {mode: communication_plan(job.runner, assignment, mode) for mode in modes}
@@ -175,6 +194,7 @@ def rank_main(rank: int, job: DistributedJob, devices: Sequence[str], backend: s
             mode_figures.pop("_output", None)
         if rank == 0 and job.check:
             figures["output_error"] = _output_error(job, context, output)
+        mark_progress(waiting=True)
         dist.barrier()
         return figures
     finally:
@@ -186,6 +206,7 @@ def _mode_figures(job: DistributedJob, context: Any, mine: Sequence[int], is_cud
                   steps: Sequence[Mapping[str, float]]) -> dict[str, Any]:
     """One way of communicating: its step medians, peaks, bytes and gradient error."""
     figures: dict[str, Any] = {}
+    mark_progress(waiting=True)
     for key in ("compute_s", "wait_s", "communication_s", "step_s"):
         values = [s[key] for s in steps]
         figures[key] = statistics.median(values)
@@ -212,6 +233,7 @@ def _mode_figures(job: DistributedJob, context: Any, mine: Sequence[int], is_cud
 
         figures["max_grad_error"] = max(relative_error(gradients[k], context.oracle[k])
                                         for k in job.grad)
+    mark_progress()
     figures["_output"] = output
     return figures
 
@@ -232,6 +254,7 @@ def _calibrate(context: Any, devices: int, is_cuda: bool,
     large = max(1 << 20, sum(plan.buffer_elements.values()) if plan is not None else 0)
 
     def timed(call: Callable[[], Any], times: int = 10) -> float:
+        mark_progress(waiting=True)
         call()
         seconds = []
         for _ in range(times):
@@ -241,6 +264,7 @@ def _calibrate(context: Any, devices: int, is_cuda: bool,
             call()
             _fence(is_cuda)
             seconds.append(time.perf_counter() - start)
+        mark_progress()
         return statistics.median(seconds)
 
     samples: dict[str, list[tuple[int, float]]] = {"all_reduce": [], "broadcast": []}
@@ -255,6 +279,24 @@ def _calibrate(context: Any, devices: int, is_cuda: bool,
     return {**fit_collective_costs(samples, barrier).to_dict(), "samples": samples}
 
 
+def _check_device(device: str) -> None:
+    """A GPU this process cannot see is refused in one line, before any CUDA call.
+
+    Raises:
+        einsum_analyze.errors.BackendUnavailableError: ``cuda:N`` beyond the GPUs this
+            process sees (``CUDA_VISIBLE_DEVICES``, a GPU lost), or no CUDA at all.
+    """
+    import torch
+
+    from ..errors import BackendUnavailableError
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = torch.device(device).index or 0
+    if index >= count:
+        raise BackendUnavailableError(f"{device} is missing: this process sees {count} CUDA "
+                                      "device(s)")
+
+
 def _fence(is_cuda: bool) -> None:
     if is_cuda:
         import torch
@@ -266,14 +308,17 @@ def _step(job: DistributedJob, context: Any, slices: Sequence[int], is_cuda: boo
           plan: CommPlan | None, rank: int) -> dict[str, float]:
     import torch.distributed as dist
 
+    mark_progress(waiting=True)
     dist.barrier()
     _fence(is_cuda)
+    mark_progress()
     timer: dict[str, float] = {}
     start = time.perf_counter()
     run_and_reduce(job.runner, slices, context.operands, context.upstream, job.grad,
                    plan=plan, rank=rank, is_cuda=is_cuda, timer=timer)
     _fence(is_cuda)
     done = time.perf_counter()
+    mark_progress()
     computed, waited = timer["computed"], timer["waited"]
     return {"compute_s": computed - start, "wait_s": waited - computed,
             "communication_s": done - waited, "step_s": done - start}
@@ -290,6 +335,7 @@ def _single(job: DistributedJob, context: Any, slices: Sequence[int],
 
     for _ in range(job.warmup):
         once()
+        mark_progress()
     _fence(is_cuda)
     times = []
     for _ in range(job.repeats):
@@ -297,6 +343,7 @@ def _single(job: DistributedJob, context: Any, slices: Sequence[int],
         once()
         _fence(is_cuda)
         times.append(time.perf_counter() - start)
+        mark_progress()
     return {"device": device, "slices": len(slices),
             "seconds": statistics.median(times), "seconds_all": times,
             "peak_bytes_measured": _peak(once, context),

@@ -1,11 +1,18 @@
-"""A deadline for opt_einsum's path search: a timer signal that stops it where it runs.
+"""Deadlines: a timer signal that stops opt_einsum's path search, and the training search's.
 
 :func:`alarm` arms the timer around a search in :mod:`.planning`; a ring raises
 :class:`SearchTimeout` only inside the search's own code (:data:`SEARCH_MODULES`).
+
+:func:`search_deadline` sets the deadline of the training search as a whole (candidate
+paths, their scores, the sliced fallback's slice finder): the code that loops over
+candidates asks :func:`past_deadline` before it starts more work and keeps the best it
+has. The deadline is a context variable, so threads and nested searches keep their own;
+a nested deadline never extends the one around it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import signal
 import threading
 import time
@@ -13,7 +20,40 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-__all__ = ["SEARCH_MODULES", "SearchTimeout", "alarm"]
+__all__ = ["SEARCH_MODULES", "SearchTimeout", "alarm", "past_deadline", "remaining_s",
+           "search_deadline"]
+
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "einsum_analyze_search_deadline", default=None)
+"""``time.perf_counter()`` value at which the training search stops starting work."""
+
+
+@contextmanager
+def search_deadline(seconds: float | None) -> Iterator[None]:
+    """Within the block, :func:`past_deadline` is true ``seconds`` from now (None: never).
+
+    An enclosing deadline that comes sooner stays in force.
+    """
+    outer = _DEADLINE.get()
+    mine = None if seconds is None else time.perf_counter() + seconds
+    chosen = mine if outer is None else outer if mine is None else min(outer, mine)
+    token = _DEADLINE.set(chosen)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def past_deadline() -> bool:
+    """Whether the training search's deadline has passed (False without one)."""
+    deadline = _DEADLINE.get()
+    return deadline is not None and time.perf_counter() >= deadline
+
+
+def remaining_s() -> float | None:
+    """Seconds left before the deadline, at least 0 (None without one)."""
+    deadline = _DEADLINE.get()
+    return None if deadline is None else max(deadline - time.perf_counter(), 0.0)
 
 
 class SearchTimeout(BaseException):

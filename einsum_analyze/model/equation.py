@@ -23,6 +23,7 @@ _ELLIPSIS = "..."
 _ASCII_LABELS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _DIGITS = "0123456789"
 _PLAIN = frozenset(_ASCII_LABELS + _DIGITS + ",.->")
+_ASCII_SPACE = dict.fromkeys(map(ord, " \t\n\r\x0b\x0c"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,12 +112,13 @@ class Equation:
 def split_equation(text: str) -> tuple[list[str], str | None]:
     """Split equation text into raw input terms and the raw output (``None`` if implicit).
 
-    Whitespace is removed; characters are checked; ``...`` is kept as written.
+    ASCII whitespace is removed (a Unicode space is a label, as in opt_einsum); characters are checked; ``...`` is kept as written.
 
     Raises:
         EquationError: On a character einsum does not accept or a malformed arrow.
     """
-    compact = "".join(text.split())
+    # ASCII whitespace only: opt_einsum's generated labels include U+1680, a Unicode space.
+    compact = text.translate(_ASCII_SPACE)
     plain = not set(compact).difference(_PLAIN)
     for position, char in enumerate("" if plain else compact):
         if "\u2190" <= char <= "\u21ff":

@@ -52,8 +52,9 @@ OPTIMIZERS: tuple[str, ...] = (
 )
 """opt_einsum's optimizer names (checked against the installed opt_einsum in the tests)."""
 
-DEFAULT_MAX_SEARCH_S = 30.0
-"""Seconds a path search may take before the planner stops it (``--max-search-time``)."""
+DEFAULT_MAX_SEARCH_S = 1.0
+"""Seconds a path search may take before the planner stops it (``--max-search-time``); the
+training search as a whole, its sliced fallback included, ends within the same."""
 
 _EXPONENTIAL = {
     "optimal": 8,
@@ -471,7 +472,8 @@ def _find_path(
         found = search(
             input_sets, frozenset(equation.output), dict(equation.size_dict), memory_limit
         )
-    except (ValueError, KeyError, RuntimeError) as err:
+    except (ValueError, KeyError, RuntimeError, OverflowError) as err:
+        # OverflowError: random-greedy's costs are floats; a huge network's are not.
         raise PlanningError(f"optimizer {name!r} failed: {err}") from err
     return [tuple(int(i) for i in step) for step in found]
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
 from ..errors import EinsumAnalyzeError
+from ..render.files import check_writable, replace_atomically
 from .data import FigureData, case_figures, figure_data
 
 __all__ = [
@@ -75,14 +76,13 @@ def check_plot_path(path: str) -> PlotFormat:
 
     Raises:
         PlotUnavailableError: matplotlib is missing.
-        EinsumAnalyzeError: An unknown extension, or a folder that does not exist.
+        EinsumAnalyzeError: An unknown extension, or a path that cannot be written
+            (:func:`~einsum_analyze.render.files.check_writable`).
     """
     fmt = plot_format(path)
     if not matplotlib_available():
         raise PlotUnavailableError(INSTALL_HINT)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise EinsumAnalyzeError(f"cannot write the plot {path!r}: {folder!r} is not a folder")
+    check_writable(path, "the plot")
     return fmt
 
 
@@ -99,7 +99,7 @@ def write_plot(document: Mapping[str, Any], path: str) -> list[str]:
     fmt = check_plot_path(path)
     import matplotlib
 
-    from .figures import FIGURES, RC, draw_figure, draw_page
+    from .figures import CAPTIONS, FIGURES, RC, draw_figure, draw_page
 
     cases = case_figures(document)
     written: list[str] = []
@@ -111,17 +111,19 @@ def write_plot(document: Mapping[str, Any], path: str) -> list[str]:
                 reports = _case_reports(document)
 
                 def svgs(i: int) -> list[tuple[str, str]]:
-                    return [(kind, _svg_text(draw_figure(kind, cases[i][1])))
+                    return [(CAPTIONS[kind], _svg_text(draw_figure(kind, cases[i][1])))
                             for kind in FIGURES]
 
                 text = html_page(document, reports, svgs)
-                with open(path, "w", encoding="utf-8") as stream:
+                with replace_atomically(path, "the plot") as temporary, \
+                        open(temporary, "w", encoding="utf-8") as stream:
                     stream.write(text)
                 written.append(path)
             elif fmt == "pdf":
                 from matplotlib.backends.backend_pdf import PdfPages
 
-                with PdfPages(path, metadata={"Creator": "einsum-analyze"}) as pages:
+                with replace_atomically(path, "the plot") as temporary, \
+                        PdfPages(temporary, metadata={"Creator": "einsum-analyze"}) as pages:
                     for _, data in cases:
                         pages.savefig(draw_page(data))
                 written.append(path)
@@ -129,7 +131,8 @@ def write_plot(document: Mapping[str, Any], path: str) -> list[str]:
                 targets = ([path] if "cases" not in document
                            else [_case_path(path, name) for name, _ in cases])
                 for target, (_, data) in zip(targets, cases, strict=True):
-                    draw_page(data).savefig(target, format=fmt, **_save_options(fmt))
+                    with replace_atomically(target, "the plot") as temporary:
+                        draw_page(data).savefig(temporary, format=fmt, **_save_options(fmt))
                     written.append(target)
         except OSError as err:
             raise EinsumAnalyzeError(f"cannot write the plot {path!r}: {err.strerror}") from err

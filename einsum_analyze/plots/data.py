@@ -137,10 +137,10 @@ def figure_data(report: Mapping[str, Any]) -> FigureData:
             (run["device"], int(run["peak_bytes_measured"])) for run in runs
             if run["strategy"] == name and run.get("peak_bytes_measured") is not None
         )
-        trace = tuple((t["device"], tuple(t["allocated_bytes"]), int(t["backward_start"]))
-                      for t in traces if t["strategy"] == name)
+        trace = tuple((t["device"], tuple(int(b) for b in t["allocated_bytes"]),
+                       int(t["backward_start"])) for t in traces if t["strategy"] == name)
         series.append(TimelineSeries(
-            name=name, high_bytes=tuple(timeline["high_bytes"]),
+            name=name, high_bytes=tuple(int(b) for b in timeline["high_bytes"]),
             backward_start=int(timeline["backward_start"]),
             peak_event=int(timeline["peak_event"]), peak_bytes=int(entry["peak_bytes"]),
             measured=measured, trace=trace,
@@ -195,7 +195,8 @@ def _tree(report: Mapping[str, Any],
         fates = tuple("input" if i < num_ops else "output" if p < 0 else "freed"
                       for i, p in enumerate(parent))
         name = "inference"
-    return TreeData(parent=parent, bytes=tuple(tree["bytes"]), terms=tuple(tree["terms"]),
+    return TreeData(parent=parent, bytes=tuple(int(b) for b in tree["bytes"]),
+                    terms=tuple(tree["terms"]),
                     summed=tuple(tree["summed"]), fates=fates, strategy=name,
                     num_operands=num_ops)
 

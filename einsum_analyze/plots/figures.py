@@ -35,6 +35,7 @@ Figure = Any
 
 __all__ = [
     "FATE_COLOURS",
+    "CAPTIONS",
     "FIGURES",
     "RC",
     "draw_figure",
@@ -46,6 +47,21 @@ __all__ = [
 ]
 
 FIGURES = ("timeline", "tree", "tradeoff", "runs")
+
+CAPTIONS: dict[str, str] = {
+    "timeline": "Memory over forward then backward: the live bytes of every modelled "
+                "strategy at each event of its schedule, inputs included, each peak marked "
+                "(runs add their measured peaks).",
+    "tree": "The forward contraction tree: each intermediate with its labels, the labels "
+            "it sums and its size, coloured by what the strategy does with it (kept for "
+            "backward, recomputed).",
+    "tradeoff": "Training FLOPs against training peak: each strategy on the report's path "
+                "and torch autograd's model; with a search or a limit sweep, their plans "
+                "and the recommended one.",
+    "runs": "The runs: median forward and backward time per call and the measured peak of "
+            "each strategy on each device.",
+}
+"""What each figure shows, one sentence each: the HTML report's captions."""
 """The figures, in the order a page shows them."""
 
 FATE_COLOURS = {
@@ -182,7 +198,8 @@ def draw_timeline(ax: Axes, data: FigureData) -> None:
         _empty(ax, "no strategy was modelled (--strategy none)")
         ax.set_title("Memory over forward and backward (predicted)")
         return
-    ax.axhspan(0, data.input_bytes, color="#eeeeee", zorder=0, lw=0)
+    ax.axhspan(0, data.input_bytes, color="#dddddd", zorder=0, lw=0,
+               label=f"inputs: {format_bytes(data.input_bytes)} (the shaded band)")
     ax.axvline(1.0, color="#555555", lw=0.8, ls=(0, (4, 3)), zorder=1)
     top = data.input_bytes
     # Series of fewer events are drawn on top: they are the ones a busy one would hide.
@@ -219,9 +236,6 @@ def draw_timeline(ax: Axes, data: FigureData) -> None:
     ax.set_xticks([0.0, 0.5, 1.0, 1.5, 2.0])
     ax.set_xticklabels(["start", "forward", "forward | backward", "backward", "end"])
     _bytes_axis(ax.yaxis, top * 1.12)
-    ax.text(0.01, data.input_bytes / 2, f"inputs {format_bytes(data.input_bytes)}",
-            va="center", ha="left", fontsize=7, color="#555555",
-            transform=ax.get_yaxis_transform())
     ax.set_ylabel("live bytes (inputs included)")
     ax.set_title("Memory over forward and backward (predicted)")
     ax.legend(loc="upper left", frameon=True, framealpha=0.9)
@@ -299,16 +313,19 @@ def draw_tradeoff(ax: Axes, points: Sequence[TradeoffPoint]) -> None:
     if len(pareto) > 1:
         ax.plot([p.flops for p in pareto], [p.peak_bytes for p in pareto], color="#2ca02c",
                 lw=0.8, drawstyle="steps-post", zorder=1)
-    for kind, style in styles.items():
-        chosen = [p for p in points if p.kind == kind]
-        if chosen:
-            ax.scatter([p.flops for p in chosen], [p.peak_bytes for p in chosen],
-                       label=names[kind], edgecolors="black", linewidths=0.4,
-                       zorder=5 if kind == "recommended" else 3, **style)
-    for (x, y), names_here in _coincident(
-            [p for p in points if p.kind in ("strategy", "torch", "recommended")]):
-        ax.annotate(", ".join(names_here), (x, y), xytext=(5, 4),
-                    textcoords="offset points", fontsize=7)
+    # Coinciding points are nested: the first of a group largest and lowest, each later
+    # one smaller on top, so that every marker shows (reverse under torch's square, say).
+    nesting = _nesting(points)
+    labelled: set[str] = set()
+    for number, point in enumerate(points):
+        style = dict(styles[point.kind])
+        rank, size = nesting[number]
+        style["s"] = style["s"] * (1 + 1.2 * (size - 1 - rank))
+        ax.scatter([point.flops], [point.peak_bytes],
+                   label=names[point.kind] if point.kind not in labelled else None,
+                   edgecolors="black", linewidths=0.5,
+                   zorder=(8 if point.kind == "recommended" else 3) + rank, **style)
+        labelled.add(point.kind)
     flops = [p.flops for p in points]
     if min(flops) > 0 and max(flops) / min(flops) > 20:
         ax.set_xscale("log")
@@ -322,10 +339,55 @@ def draw_tradeoff(ax: Axes, points: Sequence[TradeoffPoint]) -> None:
         ax.set_xlim(0, max(max(flops) * 1.15, 1))
         ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_count(int(v))))
+    _label_points(ax, points)
     ax.set_xlabel("training FLOPs (forward + backward + recompute)")
     ax.set_ylabel("training peak (inputs included)")
     ax.set_title("Trade-off: FLOPs against memory")
-    ax.legend(loc="best", frameon=True, framealpha=0.9)
+    legend = ax.legend(loc="best", frameon=True, framealpha=0.9)
+    for handle in getattr(legend, "legend_handles", ()):  # one size each, nesting aside
+        if hasattr(handle, "set_sizes"):
+            handle.set_sizes([40])
+
+
+def _nesting(points: Sequence[TradeoffPoint]) -> list[tuple[int, int]]:
+    """``(rank in its group, group size)`` of every point, groups of coinciding points."""
+    groups: list[list[int]] = []
+    for number, point in enumerate(points):
+        for group in groups:
+            first = points[group[0]]
+            if (abs(point.flops - first.flops) <= 0.02 * max(first.flops, 1)
+                    and abs(point.peak_bytes - first.peak_bytes)
+                    <= 0.02 * max(first.peak_bytes, 1)):
+                group.append(number)
+                break
+        else:
+            groups.append([number])
+    found = [(0, 1)] * len(points)
+    for group in groups:
+        for rank, number in enumerate(group):
+            found[number] = (rank, len(group))
+    return found
+
+
+def _label_points(ax: Axes, points: Sequence[TradeoffPoint]) -> None:
+    """Name the strategies' points, one label per coinciding group, inside the axes."""
+    left, right = ax.get_xlim()
+    log = ax.get_xscale() == "log"
+    for (x, y), names_here in _coincident(
+            [p for p in points if p.kind in ("strategy", "torch", "recommended")]):
+        if log:
+            import math
+
+            share = (math.log10(max(x, 1e-300)) - math.log10(left)) / (
+                math.log10(right) - math.log10(left))
+        else:
+            share = (x - left) / (right - left) if right > left else 0.0
+        on_left = share > 0.6  # near the right edge the label goes to the left
+        ax.annotate(", ".join(names_here), (x, y), xytext=(-7 if on_left else 7, 5),
+                    textcoords="offset points", fontsize=7,
+                    ha="right" if on_left else "left", annotation_clip=True,
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
+                          "alpha": 0.8})
 
 
 def _coincident(points: Sequence[TradeoffPoint]) -> list[tuple[tuple[int, int], list[str]]]:

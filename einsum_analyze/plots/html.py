@@ -33,8 +33,11 @@ table{border-collapse:collapse;margin:.5em 0 1em;font-size:.9em}
 th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right}
 th:first-child,td:first-child{text-align:left}th{background:#f6f6f6}
 figure{margin:1em 0}figure svg{max-width:100%;height:auto}
-.warn{color:#8a5a00}
+.warn{color:#8a5a00}.fail{color:#b00020;font-weight:600}.pass{color:#1a7f37}
 """
+
+_STATUS_ORDER = {"error": 0, "budget-exceeded": 1, "ok": 2}
+_STATUS_WORDS = {"error": "error", "budget-exceeded": "budget exceeded", "ok": "ok"}
 
 
 def inline_svg(svg: str) -> str:
@@ -104,11 +107,56 @@ def _report_tables(report: Mapping[str, Any]) -> str:
                      f"{html.escape(rec['source'])} path, training peak "
                      f"{format_bytes(int(rec['peak_bytes']))}, "
                      f"{format_count(int(rec['training_flops']))} training FLOPs.</p>")
+    parts.append(_budgets_table(report.get("budgets") or []))
     warnings = report.get("warnings", [])
     if warnings:
         items = "".join(f"<li>{html.escape(w)}</li>" for w in warnings)
         parts.append(f"<h3>Warnings</h3><ul class=\"warn\">{items}</ul>")
     return "\n".join(parts)
+
+
+def _figure(value: object, unit: object) -> str:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "not measured"
+    match unit:
+        case "flops":
+            return format_count(int(value))
+        case "bytes":
+            return format_bytes(int(value))
+        case "s":
+            return format_seconds(float(value))
+    return str(value)
+
+
+def _budgets_table(budgets: Sequence[Mapping[str, Any]]) -> str:
+    """Every budget: its figure, its limit, and whether it passed; ``""`` without any."""
+    if not budgets:
+        return ""
+    rows = []
+    for budget in budgets:
+        passed = bool(budget.get("passed"))
+        result = ("pass" if passed and budget.get("value") is not None
+                  else "not measured" if passed else "EXCEEDED")
+        css = "pass" if passed else "fail"
+        rows.append(
+            f"<tr><td>{html.escape(str(budget.get('name')))}</td>"
+            f"<td>{html.escape(str(budget.get('subject')))}</td>"
+            f"<td>{html.escape(_figure(budget.get('value'), budget.get('unit')))}</td>"
+            f"<td>{html.escape(_figure(budget.get('limit'), budget.get('unit')))}</td>"
+            f"<td class=\"{css}\">{result}</td></tr>"
+        )
+    head = "".join(f"<th>{h}</th>" for h in ("budget", "subject", "value", "limit", "result"))
+    return (f"<table class=\"budgets\"><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _summary(entries: Sequence[Mapping[str, Any]]) -> str:
+    """``4 cases: 1 error, 1 budget exceeded, 2 ok``: every case counted."""
+    counts = {status: sum(1 for e in entries if e.get("status") == status)
+              for status in _STATUS_ORDER}
+    parts = [f"{count} {_STATUS_WORDS[status]}" for status, count in counts.items() if count]
+    noun = "case" if len(entries) == 1 else "cases"
+    return f"{len(entries)} {noun}: " + ", ".join(parts) if parts else f"{len(entries)} {noun}"
 
 
 def html_page(document: Mapping[str, Any], cases: Sequence[tuple[str, Mapping[str, Any]]],
@@ -120,23 +168,40 @@ def html_page(document: Mapping[str, Any], cases: Sequence[tuple[str, Mapping[st
         cases: ``(name, report)`` of each section (name empty for a single report).
         svgs: For section ``i``, ``(caption, SVG text)`` of each figure.
     """
-    title = ("einsum-analyze: " + str(document["equation"]) if "cases" not in document
-             else f"einsum-analyze: {len(cases)} cases")
-    sections = []
-    for i, (name, report) in enumerate(cases):
-        heading = (f"<h2>{html.escape(name)}: <code>{html.escape(str(report['equation']))}"
-                   "</code></h2>" if name else "")
-        figures = "\n".join(
+    figures_of = {name: i for i, (name, _) in enumerate(cases)}
+
+    def figures(i: int) -> str:
+        return "\n".join(
             f"<figure>{inline_svg(svg)}<figcaption>{html.escape(caption)}</figcaption>"
             "</figure>"
             for caption, svg in svgs(i)
         )
-        sections.append(f"<section>{heading}{_report_tables(report)}\n{figures}</section>")
-    if "cases" in document:
-        failed = [c for c in document["cases"] if "report" not in c]
-        if failed:
-            sections.append(_table(["case", "error"],
-                                   [[c["name"], c.get("error", "")] for c in failed]))
+
+    if "cases" not in document:
+        title = "einsum-analyze: " + str(document["equation"])
+        sections = [f"<section>{_report_tables(report)}\n{figures(i)}</section>"
+                    for i, (_, report) in enumerate(cases)]
+    else:
+        entries = [c for c in document["cases"] if isinstance(c, Mapping)]
+        title = f"einsum-analyze: {_summary(entries)}"
+        # Failed cases first: what broke the build is what a reviewer opens the page for.
+        ordered = sorted(entries, key=lambda c: _STATUS_ORDER.get(str(c.get("status")), 0))
+        sections = []
+        for entry in ordered:
+            name, status = str(entry.get("name")), str(entry.get("status"))
+            css = "pass" if status == "ok" else "fail"
+            report = entry.get("report")
+            equation = (f": <code>{html.escape(str(report['equation']))}</code>"
+                        if isinstance(report, Mapping) else "")
+            heading = (f"<h2 id=\"case-{html.escape(name)}\">{html.escape(name)}{equation} "
+                       f"<span class=\"{css}\">{_STATUS_WORDS.get(status, status)}</span></h2>")
+            if not isinstance(report, Mapping):
+                error = html.escape(str(entry.get("error", "")))
+                sections.append(f"<section>{heading}<p class=\"fail\">Error: {error}</p>"
+                                "</section>")
+                continue
+            sections.append(f"<section>{heading}{_report_tables(report)}\n"
+                            f"{figures(figures_of[name])}</section>")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"

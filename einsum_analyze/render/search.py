@@ -7,6 +7,7 @@ from rich.table import Table
 
 from ..report.report import Report
 from .formatting import format_bytes, format_count, format_seconds
+from .layout import plural
 from .model import slicing_text
 
 __all__ = ["budget_table", "limits_table", "recommended_line", "search_table"]
@@ -93,7 +94,7 @@ def search_table(report: Report) -> Table | None:
     table.add_row("training FLOPs", *(format_count(p.training_flops) for p in pair))
     table.add_row("retained", *(format_bytes(p.retained_bytes) for p in pair))
     table.add_row("training peak", *(format_bytes(p.peak_bytes) for p in pair))
-    table.add_row("Pareto front", f"{len(found.pareto)} plans", "")
+    table.add_row("Pareto front", plural(len(found.pareto), "plan"), "")
     return table
 
 
@@ -115,7 +116,8 @@ def recommended_line(report: Report) -> str:
                      f"{plan.predicted.source} {plan.predicted.profile}")
     text = (f"Recommended ({rec.objective}{within}): {plan.strategy}{sliced} on the "
             f"{plan.source} path, training FLOPs {format_count(plan.training_flops)}, peak "
-            f"{format_bytes(plan.peak_bytes)}{predicted} (run as {rec.label!r})")
+            f"{format_bytes(plan.peak_bytes)}{predicted}"
+            + (f" (run as {rec.label!r})" if rec.measured else ""))
     cost = rec.budget_cost
     if rec.fits and rec.budget_bytes is not None and cost is not None:
         text += (f"; fits {format_bytes(rec.budget_bytes)} at {cost:.2f}x the time of the "

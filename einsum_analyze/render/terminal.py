@@ -13,8 +13,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputFileError
-
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -126,10 +124,43 @@ def progress(*, show: bool) -> Iterator[RunProgress]:
         yield RunProgress(bar)
 
 
+class _TrimmedLines:
+    """A text stream that drops the spaces a table pads its lines with, at their ends.
+
+    A terminal shows them as nothing; in a pipe or a file they are bytes that ``diff``,
+    ``grep ' $'`` and editors see. Each line is written whole, without them; a partial
+    line waits for its end or a flush.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        if lines:
+            self._stream.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._stream.write(self._pending)
+            self._pending = ""
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:  # encoding, fileno, ...: the stream's own
+        return getattr(self._stream, name)
+
+
 def console(*, stderr: bool = False) -> Console:
     """A console as wide as ``COLUMNS`` says, else the terminal's, else 120 columns.
 
-    Output to a pipe or a file respects ``COLUMNS`` too.
+    Output to a pipe or a file respects ``COLUMNS`` too, and its lines end without the
+    padding of the tables (:class:`_TrimmedLines`).
     """
     import os
 
@@ -142,12 +173,14 @@ def console(*, stderr: bool = False) -> Console:
             raise SystemExit(0)
 
     stream = sys.stderr if stderr else sys.stdout
+    is_tty = stream.isatty()
+    target: Any = stream if is_tty else _TrimmedLines(stream)
     columns = os.environ.get("COLUMNS", "").strip()
     if columns.isdigit() and 20 <= int(columns) <= 1000:
-        return _QuietConsole(file=stream, width=int(columns))
-    if stream.isatty():
-        return _QuietConsole(file=stream)
-    return _QuietConsole(file=stream, width=120)
+        return _QuietConsole(file=target, width=int(columns))
+    if is_tty:
+        return _QuietConsole(file=target)
+    return _QuietConsole(file=target, width=120)
 
 
 def finite(data: Any) -> Any:
@@ -165,21 +198,23 @@ def finite(data: Any) -> Any:
 
 def check_json_path(json_path: str | None) -> None:
     """Refuse a JSON path that cannot be written before anything is printed or run."""
-    import os
-
     if json_path is None or json_path == "-":
         return
-    folder = os.path.dirname(json_path) or "."
-    if os.path.isdir(json_path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        reason = ("it is a folder" if os.path.isdir(json_path)
-                  else "its folder does not exist" if not os.path.isdir(folder)
-                  else "its folder is not writable")
-        raise InputFileError(f"cannot write the JSON report to {json_path!r}: {reason}")
+    from .files import check_writable
+
+    check_writable(json_path, "the JSON report")
 
 
 def write_json(data: Any, json_path: str) -> None:
-    """Write a document to ``json_path`` ('-': stdout) with the one JSON writer."""
+    """Write a document to ``json_path`` ('-': stdout) with the one JSON writer.
+
+    A file is written beside its target and renamed into place (:mod:`.files`): the old
+    file stays whole until the new one is.
+    """
+    import os
+
     from ..report.report import dump_json
+    from .files import replace_atomically
 
     data = finite(data)
     if json_path == "-":
@@ -190,10 +225,8 @@ def write_json(data: Any, json_path: str) -> None:
             quiet_closed_pipe()
             raise SystemExit(0) from None
         return
-    try:
-        with open(json_path, "w", encoding="utf-8") as stream:
-            dump_json(data, stream)
-    except OSError as err:
-        raise InputFileError(
-            f"cannot write the JSON report to {json_path!r}: {err.strerror}"
-        ) from err
+    with replace_atomically(json_path, "the JSON report") as temporary, \
+            open(temporary, "w", encoding="utf-8") as stream:
+        dump_json(data, stream)
+        stream.flush()
+        os.fsync(stream.fileno())

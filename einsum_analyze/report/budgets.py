@@ -35,7 +35,7 @@ from typing import Any
 
 from ..errors import BudgetError
 from ..model.parsing import parse_budget_strategy, parse_byte_budget, parse_count, parse_seconds
-from ..strategies import STRATEGIES
+from ..strategies import strategy_names
 from .report import BUDGET_NAMES, BudgetCheck, BudgetName, BudgetUnit, Report
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "BudgetName",
     "Budgets",
     "apply_budgets",
+    "check_budget_strategy",
     "check_budgets",
 ]
 
@@ -123,7 +124,7 @@ class Budgets:
                 case "max-time":
                     values[_FIELD_OF[name]] = parse_seconds(value, name)
                 case "budget-strategy":
-                    values["strategy"] = parse_budget_strategy(value, STRATEGIES)
+                    values["strategy"] = parse_budget_strategy(value, strategy_names())
         return cls(**values)
 
     def merged(self, override: Budgets) -> Budgets:
@@ -196,6 +197,36 @@ def check_budgets(report: Mapping[str, Any], budgets: Budgets) -> tuple[BudgetCh
                                       limit=budgets.max_time_s, value=_run_seconds(run),
                                       unit="s"))
     return tuple(checks)
+
+
+def check_budget_strategy(budgets: Budgets, strategies: Sequence[str]) -> None:
+    """Before any analysis: the errors :func:`check_budgets` would raise, from names alone.
+
+    The budget strategy must be one of ``strategies`` (the ones to be modelled), and the
+    backward budgets need a strategy; the CLI calls this before anything prints.
+
+    Raises:
+        BudgetError: As :func:`check_budgets`.
+
+    Example:
+        >>> check_budget_strategy(Budgets(max_peak_bytes=64, strategy="checkpoint"),
+        ...                       ("reverse",))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        einsum_analyze.errors.BudgetError: budget strategy 'checkpoint' was not modelled; ...
+    """
+    if all(limit is None for limit in (budgets.max_backward_flops, budgets.max_peak_bytes,
+                                       budgets.max_retained_bytes)):
+        return
+    chosen = _budget_strategies([{"name": name} for name in strategies], budgets.strategy)
+    if not chosen:
+        for name, limit in (("max-backward-flops", budgets.max_backward_flops),
+                            ("max-retained", budgets.max_retained_bytes)):
+            if limit is not None:
+                raise BudgetError(
+                    f"--{name} needs a backward strategy, but none was modelled "
+                    "(--strategy none); model one or drop the budget"
+                )
 
 
 def apply_budgets(report: Report, budgets: Budgets) -> Report:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from ..errors import EinsumAnalyzeError, InputFileError
 from ..model.parsing import parse_strategy_names, shapes_from_value, sizes_from_value
+from ..model.planning import DEFAULT_MAX_SEARCH_S
 from ..model.types import Shape
 from ..strategies import STRATEGIES
 from .budgets import Budgets
@@ -87,7 +88,7 @@ class CaseDefaults:
     devices: tuple[str, ...] | None = None
     repeats: int | None = None
     warmup: int | None = None
-    max_search_s: float | None = 30.0
+    max_search_s: float | None = DEFAULT_MAX_SEARCH_S
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

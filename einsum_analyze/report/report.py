@@ -6,6 +6,7 @@ import functools
 import json
 import math
 import platform
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Literal, get_args
@@ -278,8 +279,17 @@ def _environment() -> tuple[tuple[str, str], ...]:
 
 
 def dump_json(data: Mapping[str, Any] | Sequence[Mapping[str, Any]], stream: IO[str]) -> None:
-    """The one JSON writer: sorted keys, indent 2, trailing newline; NaN is refused."""
-    json.dump(data, stream, indent=2, sort_keys=True, allow_nan=False)
+    """The one JSON writer: sorted keys, indent 2, trailing newline; NaN is refused.
+
+    Counts stay exact however long: a 5,000-tensor network's naive FLOPs have thousands
+    of digits, beyond Python's default limit on int-to-text conversion, lifted here.
+    """
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        json.dump(data, stream, indent=2, sort_keys=True, allow_nan=False)
+    finally:
+        sys.set_int_max_str_digits(limit)
     stream.write("\n")
 
 

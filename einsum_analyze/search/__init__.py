@@ -28,6 +28,7 @@ from .recommend import (
     recommend,
     score_path,
     search_plans,
+    sweep_limits,
 )
 from .records import (
     DEFAULT_OBJECTIVE,
@@ -61,4 +62,5 @@ __all__ = [
     "recommend",
     "score_path",
     "search_plans",
+    "sweep_limits",
 ]

@@ -10,6 +10,10 @@ Sources, each tagged with its name in the report:
   for each target when asked for (the ``cotengra`` extra), run in this process with
   ``parallel=False``, its greedy method only and a fixed seed, since its process pools
   have been seen to hang inside a multiprocessing child;
+- ``greedy-limit-N``: greedy under a tighter limit of N elements, for plans of lower
+  peak: the largest input and 8 times it (re-contracted under them), then a sweep that
+  halves the forward path's largest intermediate down to one element (each path
+  pairwise and meeting its own limit, :data:`MAX_STEP_WIDTH`);
 - ``reconfigured(START, COST)``: the cheapest of those trees by COST
   (:data:`RECONFIGURED_STARTS`) improved by exact sub-tree re-contraction
   (:mod:`.tree`) for reverse mode's training FLOPs or for a memory proxy.
@@ -28,6 +32,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..model.deadline import past_deadline
 from ..model.equation import Equation
 from ..model.memo import deterministic_path, remembered
 from ..model.planning import Plan
@@ -43,6 +48,12 @@ __all__ = [
     "cotengra_path",
     "pairwise_path",
 ]
+
+MAX_STEP_WIDTH = 2
+"""The widest step a path planned under one of the search's own limits may keep: the
+executor runs a wider step with ``torch.einsum``, whose own intermediates the memory model
+does not see (on ``bc,bd,cm,mdn->bn`` at b=512 the path ``(2,3),(0,1,2)`` is modelled at
+46,064 B and measured at 53,920 B on the cpu), so such a plan could break a budget."""
 
 DP_LIMIT = 24
 """Largest network that opt_einsum's ``dp`` plans as a candidate (it grows fast beyond)."""
@@ -201,6 +212,7 @@ def candidate_paths(
     random_samples: int = 16,
     seed: int = 0,
     tighter_limits: Sequence[int] = (),
+    sweep_limits: Sequence[int] = (),
 ) -> list[tuple[str, LinearPath]]:
     """Distinct candidate paths, each with its source (see the module).
 
@@ -216,6 +228,9 @@ def candidate_paths(
         seed: Seed of the random samples.
         tighter_limits: Element limits under which greedy paths are planned too (and
             re-contracted under them), for plans of lower training peak.
+        sweep_limits: More element limits, under which greedy paths are planned but not
+            re-contracted (the sweep down to the floor); the search's deadline
+            (:func:`~einsum_analyze.model.deadline.past_deadline`) stops it.
     """
     # Small networks re-contract fully, whatever the load (repeatable results); larger
     # ones stop starting new work ``time_limit`` seconds after re-contraction begins.
@@ -223,12 +238,15 @@ def candidate_paths(
     n = equation.num_operands
     found: dict[LinearPath, str] = {}
 
-    def add(source: str, path: LinearPath | None) -> None:
+    def add(source: str, path: LinearPath | None, limit: int | None = memory_limit) -> None:
         if path is None:
             return
-        # Pairwise where that meets the limit; else as it is (the limit asks for it).
+        # Pairwise where that meets the limit; else as it is (the limit asks for it). Under
+        # a tighter limit of the search's own, pairwise only (see MAX_STEP_WIDTH).
         for version in dict.fromkeys((pairwise_path(equation, path), path)):
-            if _meets(equation, version, memory_limit):
+            if limit != memory_limit and max(map(len, version), default=0) > MAX_STEP_WIDTH:
+                continue
+            if _meets(equation, version, limit):
                 if version not in found:
                     found[version] = source
                 return
@@ -252,17 +270,23 @@ def candidate_paths(
         deadline = time.perf_counter() + time_limit
 
     def late() -> bool:
-        return deadline is not None and time.perf_counter() > deadline
+        return past_deadline() or (deadline is not None and time.perf_counter() > deadline)
 
     for tight in tighter_limits:
         if memory_limit is not None and tight >= memory_limit:
             continue
         path = _opt_einsum(equation, "greedy", tight)
-        add(f"greedy-limit-{tight}", path)
+        add(f"greedy-limit-{tight}", path, tight)
         if path is not None and not late():
             model = TreeModel(equation, grad_mask, tight, "retained")
             add(f"reconfigured(greedy-limit-{tight}, retained)",
                 optimise_path(path, model, width=5, deadline=deadline))
+    for tight in sweep_limits:
+        # The sweep down to the floor: plain greedy paths, each meeting its own limit.
+        if late():
+            break
+        if memory_limit is None or tight < memory_limit:
+            add(f"greedy-limit-{tight}", _opt_einsum(equation, "greedy", tight), tight)
     starts = list(found.items())
     # Six pieces a sub-tree on small networks; five on large ones, where a pass over
     # every node must fit the time.

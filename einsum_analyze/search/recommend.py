@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import PlanningError
+from ..model.deadline import past_deadline, remaining_s, search_deadline
 from ..model.equation import Equation
 from ..model.memo import remembered, strategy_key
 from ..model.planning import DEFAULT_MAX_SEARCH_S, Plan
@@ -63,6 +64,7 @@ __all__ = [
     "recommend",
     "score_path",
     "search_plans",
+    "sweep_limits",
 ]
 
 DEFAULT_PROFILE: DeviceProfile = NOMINAL["cpu"]
@@ -222,10 +224,16 @@ def _fallbacks(
     """The fallback strategies, scored on the most promising paths (see FALLBACK_PATHS)."""
     order = [forward_path] + [p.path for p in sorted(scored, key=lambda p: p.peak_bytes)]
     paths = [p for p in dict.fromkeys(order) if p in plans][:FALLBACK_PATHS]
-    return [score_path(plans[path], grad, name, itemsize=itemsize, source=sources[path],
-                       budget=budget, options=options.get(name),
-                       upstream_copy=upstream_copy, profile=profile, dtype=dtype)
-            for name in names for path in paths]
+    found: list[PlanScore] = []
+    for name in names:
+        for path in paths:
+            if found and past_deadline():
+                return found  # the forward path's is done: the rest waits for more time
+            found.append(score_path(plans[path], grad, name, itemsize=itemsize,
+                                    source=sources[path], budget=budget,
+                                    options=options.get(name), upstream_copy=upstream_copy,
+                                    profile=profile, dtype=dtype))
+    return found
 
 
 def search_plans(
@@ -276,11 +284,43 @@ def search_plans(
             :data:`DEFAULT_PROFILE`).
         dtype: The dtype whose rate the prediction uses.
     """
-    given_options = options or {}
-    profile = profile or DEFAULT_PROFILE
+    start = time.perf_counter()
+    with search_deadline(max_search_s):
+        return _search(forward, grad, itemsize=itemsize, objective=objective, budget=budget,
+                       memory_limit=memory_limit, optimize=optimize, time_limit=time_limit,
+                       cotengra=cotengra, strategies=strategies, known=known,
+                       options=options or {}, upstream_copy=upstream_copy,
+                       fallback=fallback, profile=profile or DEFAULT_PROFILE, dtype=dtype,
+                       start=start, max_search_s=max_search_s)
+
+
+FIRST_SHARE = 0.6
+"""Share of the search time the candidate paths and their scores may take when a budget
+is given: the sliced fallback has the rest."""
+
+
+def sweep_limits(plan: Plan) -> tuple[int, ...]:
+    """Element limits halving from the largest intermediate of ``plan`` down to one."""
+    limits = []
+    limit = plan.largest_intermediate_elements // 2
+    while limit >= 1:
+        limits.append(limit)
+        limit //= 2
+    return tuple(limits)
+
+
+def _search(
+    forward: Plan, grad: Sequence[int], *, itemsize: int, objective: Objective,
+    budget: int | None, memory_limit: int | None, optimize: str, time_limit: float,
+    cotengra: bool | None, strategies: Sequence[str] | None,
+    known: Sequence[StrategyResult], options: Mapping[str, Mapping[str, Any]],
+    upstream_copy: bool, fallback: bool, profile: DeviceProfile, dtype: str, start: float,
+    max_search_s: float | None,
+) -> SearchResult:
+    """The body of :func:`search_plans`, under its deadline."""
+    given_options = options
     if dtype not in profile.flops_per_s:  # a calibration is of one dtype
         profile = DEFAULT_PROFILE
-    start = time.perf_counter()
     equation = forward.equation
     names = tuple(n for n in strategies or () if get_strategy(n).lowered) \
         or search_strategies()
@@ -290,57 +330,67 @@ def search_plans(
                       if get_strategy(n).lowered and get_strategy(n).fallback]
     names = tuple(n for n in names if n not in fallback_names)
     tighter: tuple[int, ...] = ()
+    sweep: tuple[int, ...] = ()
     if objective != "flops" or budget is not None:
+        sweep = sweep_limits(forward)
         largest = max(
             math.prod([equation.size_dict[c] for c in term])
             for term in (*equation.terms, equation.output)
         )
         tighter = (largest, 8 * largest)
-    paths = candidate_paths(equation, grad, forward=forward, memory_limit=memory_limit,
-                            time_limit=time_limit, cotengra=cotengra, tighter_limits=tighter)
-    plans = {path: Plan.from_path(equation, path, optimizer=source) for source, path in paths}
-    sources = {path: source for source, path in paths}
-    cheap = [n for n in names if not get_strategy(n).needs_gradient_plans]
-    costly = [n for n in names if get_strategy(n).needs_gradient_plans]
-    forward_path = tuple(tuple(step) for step in forward.path)
-    reuse = {r.name: r for r in known}
-    scored: list[PlanScore] = []
-    for path, plan in plans.items():
-        for name in cheap:
-            scored.append(score_path(plan, grad, name, itemsize=itemsize,
-                                     source=sources[path], budget=budget,
-                                     known=reuse.get(name) if path == forward_path else None,
-                                     options=given_options.get(name),
-                                     upstream_copy=upstream_copy,
-                                         profile=profile, dtype=dtype))
-    for name in costly:
-        # The report's path is a candidate unless a pairwise version replaced it.
-        if name in reuse and forward_path in plans:
-            scored.append(score_path(forward, grad, name, itemsize=itemsize,
-                                     source=sources[forward_path], known=reuse[name],
-                                      profile=profile, dtype=dtype))
-    extra = TOP_FOR_GRADIENT_PLANS if equation.num_operands <= LARGE_NETWORK else 0
-    if costly and grad and extra:
-        key = objective_key(objective)
-        ranked = sorted(scored, key=key) if scored else []
-        chosen: list[LinearPath] = []
-        for plan_score in [*ranked, *pareto_front(scored)]:
-            if plan_score.path not in chosen:
-                chosen.append(plan_score.path)
-        if not chosen:
-            chosen = list(plans)
-        done = all(name in reuse for name in costly)
-        for path in [p for p in chosen if p != forward_path or not done][:extra]:
-            gradients = plan_gradients(equation, grad, optimize, forward=plans[path],
-                                       memory_limit=memory_limit, max_search_s=max_search_s)
-            for name in costly:
-                scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
+    # With a budget that may need slicing, the paths and their scores leave the rest of
+    # the time to the sliced fallback: slicing comes last, never not at all.
+    first = (FIRST_SHARE * max_search_s if max_search_s is not None and budget is not None
+             and fallback_names and grad else None)
+    with search_deadline(first):
+        paths = candidate_paths(equation, grad, forward=forward, memory_limit=memory_limit,
+                                time_limit=time_limit, cotengra=cotengra, tighter_limits=tighter,
+                                sweep_limits=sweep)
+        plans = {path: Plan.from_path(equation, path, optimizer=source) for source, path in paths}
+        sources = {path: source for source, path in paths}
+        cheap = [n for n in names if not get_strategy(n).needs_gradient_plans]
+        costly = [n for n in names if get_strategy(n).needs_gradient_plans]
+        forward_path = tuple(tuple(step) for step in forward.path)
+        reuse = {r.name: r for r in known}
+        scored: list[PlanScore] = []
+        for path, plan in plans.items():
+            if scored and past_deadline():
+                break  # the candidates come in order: the report's path first
+            for name in cheap:
+                scored.append(score_path(plan, grad, name, itemsize=itemsize,
                                          source=sources[path], budget=budget,
-                                         gradients=gradients,
+                                         known=reuse.get(name) if path == forward_path else None,
                                          options=given_options.get(name),
                                          upstream_copy=upstream_copy,
-                                         profile=profile, dtype=dtype))
-    if fallback_names and budget is not None and grad and \
+                                             profile=profile, dtype=dtype))
+        for name in costly:
+            # The report's path is a candidate unless a pairwise version replaced it.
+            if name in reuse and forward_path in plans:
+                scored.append(score_path(forward, grad, name, itemsize=itemsize,
+                                         source=sources[forward_path], known=reuse[name],
+                                          profile=profile, dtype=dtype))
+        extra = TOP_FOR_GRADIENT_PLANS if equation.num_operands <= LARGE_NETWORK else 0
+        if costly and grad and extra and not past_deadline():
+            key = objective_key(objective)
+            ranked = sorted(scored, key=key) if scored else []
+            chosen: list[LinearPath] = []
+            for plan_score in [*ranked, *pareto_front(scored)]:
+                if plan_score.path not in chosen:
+                    chosen.append(plan_score.path)
+            if not chosen:
+                chosen = list(plans)
+            done = all(name in reuse for name in costly)
+            for path in [p for p in chosen if p != forward_path or not done][:extra]:
+                gradients = plan_gradients(equation, grad, optimize, forward=plans[path],
+                                           memory_limit=memory_limit, max_search_s=remaining_s())
+                for name in costly:
+                    scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
+                                             source=sources[path], budget=budget,
+                                             gradients=gradients,
+                                             options=given_options.get(name),
+                                             upstream_copy=upstream_copy,
+                                             profile=profile, dtype=dtype))
+    if fallback_names and budget is not None and grad and not past_deadline() and \
             not any(p.fits(budget) for p in scored):
         scored.extend(_fallbacks(fallback_names, scored, plans, sources, forward_path, grad,
                                  itemsize, budget, given_options, upstream_copy,

@@ -119,7 +119,7 @@ def _torch_rank(text: str) -> dict[str, int]:
     Labels torch cannot read (non-ASCII) rank as a relabelling to ASCII letters in order
     of first appearance would rank them.
     """
-    labels = [c for c in dict.fromkeys(text) if c not in ",.->" and not c.isspace()]
+    labels = [c for c in dict.fromkeys(text) if c not in ",.->" and c not in " \t\n\r\x0b\x0c"]
     if all(c in _TORCH_ORDER for c in labels):
         return {c: _TORCH_ORDER.index(c) for c in labels}
     return {c: (_TORCH_ORDER.index(_LETTERS[n]) if n < len(_LETTERS) else n)

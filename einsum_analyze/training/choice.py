@@ -12,20 +12,65 @@ torch.einsum itself, and the choice says why. It calls only down, into
 
 from __future__ import annotations
 
+import contextvars
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from ..analysis import analyze
 from ..errors import EinsumAnalyzeError
+from ..model.deadline import remaining_s, search_deadline
 from ..model.types import DTYPE_ITEMSIZE
 from ..roofline import predict_time
 from ..search import DEFAULT_PROFILE, TORCH_SOURCE, objective_key
 from ..strategies import StrategyResult, get_strategy, strategy_names
 
-__all__ = ["NO_BUDGET", "TIME_MARGIN", "DropinChoice", "choose_dropin", "choose_plan",
-           "predicted_s"]
+__all__ = ["DEFAULT_PLAN_S", "NO_BUDGET", "TIME_MARGIN", "DropinChoice", "check_plan_s",
+           "choose_dropin", "choose_plan", "planning_time", "predicted_s"]
+
+DEFAULT_PLAN_S = 0.5
+"""Seconds a first call's planning may take (``einsum(..., max_plan_s=)``): the analyses
+of one call share them, their path searches and the training search stop then, and the
+best plan found so far (at worst ``reverse`` on the forward path) is taken."""
+
+_PLAN_S: contextvars.ContextVar[float] = contextvars.ContextVar(
+    "einsum_analyze_plan_s", default=DEFAULT_PLAN_S)
+
+
+@contextmanager
+def planning_time(seconds: float | None) -> Iterator[None]:
+    """Plans chosen within the block take at most ``seconds`` (None: the default)."""
+    token = _PLAN_S.set(DEFAULT_PLAN_S if seconds is None else seconds)
+    try:
+        yield
+    finally:
+        _PLAN_S.reset(token)
+
+
+def check_plan_s(value: Any) -> None:
+    """Check ``max_plan_s``: None, or seconds above 0.
+
+    Raises:
+        DropinValueError: Anything else, in one line.
+    """
+    import math
+
+    from ..errors import DropinValueError
+
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value <= 0:
+        raise DropinValueError(f"einsum(): max_plan_s={value!r} is not a time; give seconds "
+                               "above 0, such as 0.5")
+
+
+def _left_s() -> float:
+    """The planning time left, for an analysis's ``max_search_s`` (above 0 s)."""
+    left = remaining_s()
+    return max(left if left is not None else _PLAN_S.get(), 1e-3)
 
 NO_BUDGET = -1
 """The budget argument of the drop-in's ops when the caller gives none."""
@@ -68,6 +113,14 @@ class DropinChoice:
 def choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
                   grad: Sequence[int], strategy: str, optimize: str,
                   budget: int) -> DropinChoice:
+    """:func:`_choose_dropin` within the planning time (:func:`planning_time`)."""
+    with search_deadline(_PLAN_S.get()):
+        return _choose_dropin(equation, shapes, dtype, grad, strategy, optimize, budget)
+
+
+def _choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
+                   grad: Sequence[int], strategy: str, optimize: str,
+                   budget: int) -> DropinChoice:
     """The plan of :func:`choose_plan`, or torch.einsum's own execution under ``auto``.
 
     With ``strategy="auto"``, torch.einsum runs unless our plan is predicted to take at
@@ -92,8 +145,8 @@ def choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
         result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget)
         return DropinChoice(result=result, runs_torch=False, reason=(
             f"{result.name!r}: torch.einsum reads only the labels a-z and A-Z"))
-    torch_report = analyze(equation, shapes, dtype=dtype, grad=list(grad),
-                           strategies=["torch-autograd"])
+    torch_report = analyze(equation, shapes, max_search_s=_left_s(), dtype=dtype,
+                           grad=list(grad), strategies=["torch-autograd"])
     (torch_model,) = torch_report.strategies
     sizes = torch_report.equation.size_dict
     torch_peak = torch_model.memory.peak_bytes
@@ -168,8 +221,9 @@ def _model(equation: str, shapes: Sequence[Sequence[int]], dtype: str, grad: Seq
     chosen = {**get_strategy(name).dropin_options, **(options or {})}
     if budget != NO_BUDGET and "budget_bytes" in get_strategy(name).options:
         chosen.setdefault("budget_bytes", budget)
-    report = analyze(equation, shapes, optimize=optimize, dtype=dtype, grad=list(grad),
-                     strategies=[name], strategy_options={name: chosen} if chosen else None)
+    report = analyze(equation, shapes, max_search_s=_left_s(), optimize=optimize, dtype=dtype,
+                     grad=list(grad), strategies=[name],
+                     strategy_options={name: chosen} if chosen else None)
     return report.strategies[0]
 
 
@@ -195,13 +249,14 @@ def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
     if bounded:
         cap = budget
     else:
-        (torch_model,) = analyze(equation, shapes, dtype=dtype, grad=list(grad),
-                                 strategies=["torch-autograd"]).strategies
+        (torch_model,) = analyze(equation, shapes, max_search_s=_left_s(), dtype=dtype,
+                                 grad=list(grad), strategies=["torch-autograd"]).strategies
         cap = torch_model.memory.peak_bytes
     dropin = {name: get_strategy(name).dropin_options for name in strategies
               if get_strategy(name).dropin_options}
-    report = analyze(equation, shapes, dtype=dtype, grad=list(grad), optimize=optimize,
-                     strategies=strategies, objective="time", strategy_options=dropin or None,
+    report = analyze(equation, shapes, max_search_s=_left_s(), dtype=dtype, grad=list(grad),
+                     optimize=optimize, strategies=strategies, objective="time",
+                     strategy_options=dropin or None,
                      # zero-size operands: nothing to cap
                      budget=cap if cap > 0 else None, fallback=bounded)
     recommended = report.recommended

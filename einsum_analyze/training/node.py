@@ -147,8 +147,9 @@ def _hold(ctx: Any, plan: DropinPlan, saved: list[torch.Tensor],
           operands: tuple[torch.Tensor, ...]) -> None:
     """Keep what backward reads: the saved tensors, their versions, the operands.
 
-    The operands are references to the caller's tensors (they are inputs, live
-    throughout in the plan's model); only a double backward reads them.
+    The operands are references to the caller's tensors as given (before autocast's
+    cast): inputs, live throughout in the plan's model; only a double backward reads
+    them.
     """
     ctx.held = [saved]
     ctx.versions = tuple(t._version for t in saved)  # noqa: SLF001
@@ -205,8 +206,9 @@ def _differentiable_gradients(ctx: Any, upstream: torch.Tensor,
     from .calls import TORCH_EINSUM
 
     _check_versions(ctx.operands, ctx.operand_versions)
-    operands = ctx.operands
     with torch.enable_grad():
+        # the caller's operands as the plan read them (autocast's cast made again)
+        operands = [t.to(upstream.dtype) for t in ctx.operands]
         result = TORCH_EINSUM(ctx.equation, *operands)
         return list(torch.autograd.grad(result, [operands[k] for k in grad], upstream,
                                         create_graph=True, allow_unused=True))
@@ -253,7 +255,7 @@ class EagerContract(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, plan: DropinPlan, operands: tuple[torch.Tensor, ...],
                 *tensors: torch.Tensor) -> torch.Tensor:
-        """The plan's forward events on ``tensors`` (``operands`` made contiguous).
+        """The plan's forward events on ``tensors`` (``operands`` cast and made contiguous).
 
         The tensors the plan keeps are held for backward; ``operands``, the caller's
         tensors, only as references for a double backward.

@@ -132,10 +132,18 @@ def test_bad_budgets_exit_2_with_one_line_and_no_stdout(args: list[str], message
 
 
 def test_unknown_budget_strategy_is_a_usage_error() -> None:
-    result = _invoke([*MM, "--budget-strategy", "checkpoint"])
+    result = _invoke([*MM, "--budget-strategy", "bogus"])
     assert result.exit_code == 2
     assert result.stdout == ""
-    assert "checkpoint" in result.stderr
+    assert "bogus" in result.stderr
+
+
+def test_a_budget_strategy_not_modelled_is_refused_before_any_table() -> None:
+    result = _invoke([*MM, "--budget-strategy", "checkpoint", "--max-peak", "1GiB"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == ("Error: budget strategy 'checkpoint' was not modelled; the "
+                             "report has: reverse, independent, torch-autograd\n")
 
 
 def test_help_documents_budgets_and_exit_codes() -> None:

@@ -9,8 +9,10 @@ torch.autograd differentiate torch.einsum of the pieces.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -70,3 +72,25 @@ class StandInSlices:
                     for k, piece in zip(grad, got, strict=True):
                         self._narrow(grads[k], labels[k], values).add_(piece)
         return out, grads
+
+
+def children() -> set[int]:
+    """Pids of this process's live children, read from /proc (every thread's list).
+
+    multiprocessing's resource tracker (one per parent, started with the first spawn
+    and kept for the parent's life) is not a rank and is left out.
+    """
+    found: set[int] = set()
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        try:
+            found.update(int(pid) for pid in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return {pid for pid in found if "resource_tracker" not in _cmdline(pid)}
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""

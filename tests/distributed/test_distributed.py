@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -13,6 +11,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from standin import StandInSlices
+from standin import children as _children
 
 from einsum_analyze import analyze
 from einsum_analyze.distributed.assign import assign_slices, project_efficiency
@@ -22,28 +21,6 @@ from einsum_analyze.distributed.from_report import runner_for
 from einsum_analyze.distributed.run import run_distributed
 from einsum_analyze.errors import BackendUnavailableError
 from einsum_analyze.report import load_schema
-
-
-def _children() -> set[int]:
-    """Pids of this process's live children, read from /proc (every thread's list).
-
-    multiprocessing's resource tracker (one per parent, started with the first spawn
-    and kept for the parent's life) is not a rank and is left out.
-    """
-    found: set[int] = set()
-    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        try:
-            found.update(int(pid) for pid in (task / "children").read_text().split())
-        except OSError:
-            continue
-    return {pid for pid in found if "resource_tracker" not in _cmdline(pid)}
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def _validate(section: dict[str, object]) -> None:

@@ -106,4 +106,44 @@ def test_a_slow_step_reads_its_speedup_not_zero() -> None:
     render_distributed(result, out, Console(record=True))
     text = out.export_text()
     assert "Sliced step on 1 device (gloo): 4 slices" in text
-    assert "step 50 ms on 1 device: 0.004x one device, efficiency 0.004," in text
+    assert ("step 50 ms on 1 device: speedup 0.004x over one device alone (slower), "
+            "efficiency 0.004,") in text
+
+
+
+def test_a_failed_run_is_one_line_naming_the_cause_first() -> None:
+    from rich.console import Console
+
+    from einsum_analyze.distributed.run import DeviceFigures, DistributedResult
+    from einsum_analyze.render.distributed import render_distributed
+
+    result = DistributedResult(
+        devices=("cpu:0", "cpu:1"), backend="gloo", slice_count=2,
+        per_device=(DeviceFigures(rank=0, device="cpu:0", slices=(0,),
+                                  error="stopped: rank 1 failed"),
+                    DeviceFigures(rank=1, device="cpu:1", slices=(1,),
+                                  error="stopped responding: no heartbeat for 10 s")),
+        failed=True)
+    err = Console(record=True, width=60)
+    render_distributed(result, Console(record=True, width=60), err)
+    lines = err.export_text().strip().splitlines()
+    assert lines == ["error: distributed run failed: rank 1 (cpu:1): stopped responding: "
+                     "no heartbeat for 10 s; then rank 0 (cpu:0): stopped: rank 1 failed"]
+
+
+def test_the_way_of_communicating_is_one_line_beside_the_all_reduce_it_replaces() -> None:
+    from rich.console import Console
+
+    from einsum_analyze.distributed.run import DeviceFigures, DistributedResult
+    from einsum_analyze.render.distributed import render_distributed
+
+    result = DistributedResult(
+        devices=("cpu:0", "cpu:1"), backend="gloo", slice_count=2,
+        per_device=(DeviceFigures(rank=0, device="cpu:0", slices=(0,)),
+                    DeviceFigures(rank=1, device="cpu:1", slices=(1,))),
+        reduce_bytes=3632, communication="gather", moved_bytes=672, calls=3)
+    out = Console(record=True, width=400)
+    render_distributed(result, out, Console(record=True))
+    assert ("gather (parts of sliced buffers from their owners, the rest summed): 3 "
+            "collective calls per step, at most 672 B received per device (an all-reduce "
+            "of every buffer: 3.55 KiB)") in out.export_text()

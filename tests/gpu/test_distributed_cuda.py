@@ -1,9 +1,12 @@
-"""The sliced plan on two GPUs with NCCL: right gradients, each device's peak as predicted.
+"""The sliced plan on every GPU with NCCL: right gradients, each device's peak as predicted.
 
-Skipped without CUDA (tests/conftest.py) and without a second GPU. For the lead's batch
-on a 2-GPU machine: each device's measured peak (``max_memory_allocated`` over its
-slices and the all-reduce, inputs included) must equal the model's replay of its own
-slices' schedule, as every single-device strategy's does.
+Skipped without CUDA (tests/conftest.py) and without a second GPU; runs on all the GPUs
+of the machine (2, 4 or 8). For a multi-GPU session: each device's measured peak
+(``max_memory_allocated`` over its slices and its collectives, inputs included) must
+equal the model's replay of its own slices' schedule and packs, for every way of
+communicating (``all-reduce``, ``gather``, ``overlap``, timed interleaved in one run),
+as every single-device strategy's does; the gathers must move fewer bytes than the
+all-reduce; a missing GPU and a stopped rank end every rank with one line naming it.
 """
 
 from __future__ import annotations
@@ -41,15 +44,47 @@ def test_two_gpus_reduce_the_oracle_and_measure_their_prediction() -> None:
                          shapes=tuple(tuple(s) for s in eq.shapes),
                          output_shape=tuple(eq.size_dict[c] for c in eq.output),
                          dtype="float32", grad=tuple(report.grad_operands), repeats=3,
-                         warmup=1, timeout_s=300)
-    result = run_distributed(job, parse_devices("cuda:0,cuda:1"))
+                         warmup=1, timeout_s=300, communication="all-reduce",
+                         compare=("gather", "overlap"), calibrate=True)
+    result = run_distributed(job, parse_devices("all"))
     assert not result.failed, result.errors
     assert result.backend == "nccl"
-    assert result.max_grad_error is not None and result.max_grad_error < 1e-3
-    figures = [*((d.peak_bytes_measured, d.peak_bytes_predicted) for d in result.per_device)]
+    assert [c.communication for c in result.compared] == ["gather", "overlap"]
     assert result.single_device is not None
-    figures.append((result.single_device["peak_bytes_measured"],
-                    result.single_device["peak_bytes_predicted"]))
+    figures = [(result.single_device["peak_bytes_measured"],
+                result.single_device["peak_bytes_predicted"])]
+    for way in (result, *result.compared):
+        assert way.max_grad_error is not None and way.max_grad_error < 1e-3, way.communication
+        figures.extend((d.peak_bytes_measured, d.peak_bytes_predicted) for d in way.per_device)
     for measured, predicted in figures:
         assert measured is not None and predicted is not None
         assert abs(measured - predicted) <= TOLERANCE * predicted + 4 * ROUNDING, figures
+    assert result.moved_bytes is not None
+    for way in result.compared:
+        assert way.moved_bytes is not None and way.moved_bytes < result.moved_bytes
+
+
+@pytest.mark.gpu
+def test_a_missing_gpu_and_a_stopped_rank_are_one_line_each() -> None:
+    import torch
+
+    from einsum_analyze.distributed.devices import DeviceList
+
+    count = torch.cuda.device_count()
+    if count < 2:
+        pytest.skip("needs two CUDA devices")
+    report = analyze("ij,jk->ik", [[64, 64], [64, 64]], strategies=("sliced",),
+                     strategy_options={"sliced": {"indices": "j:16"}})
+    eq = report.equation
+    job = DistributedJob(runner=runner_for(report), text=eq.text, explicit=eq.explicit,
+                         shapes=((64, 64), (64, 64)), output_shape=(64, 64),
+                         dtype="float32", grad=(0, 1), repeats=1, warmup=0,
+                         timeout_s=120, stall_floor_s=5.0)
+    missing = run_distributed(job, DeviceList(("cuda:0", f"cuda:{count}"), "nccl"))
+    assert missing.failed and missing.failure is not None
+    assert missing.failure.startswith(f"rank 1 (cuda:{count}): BackendUnavailableError: ")
+    from dataclasses import replace
+
+    stopped = run_distributed(replace(job, fault=(1, "stop")), parse_devices("cuda:0,cuda:1"))
+    assert stopped.failed and stopped.failure is not None
+    assert stopped.failure.startswith("rank 1 (cuda:1): stopped responding: no heartbeat")

@@ -61,7 +61,7 @@ def test_from_mapping_skips_none_and_strategy_alone_is_not_a_budget() -> None:
         ({"max-flop": 3}, "unknown budget 'max-flop'"),
         ({"max-peak": "5XB"}, "max-peak: unknown unit 'XB'"),
         ({"max-peak": -1}, "max-peak"),
-        ({"budget-strategy": "checkpoint"}, "unknown budget strategy 'checkpoint'"),
+        ({"budget-strategy": "bogus"}, "unknown budget strategy 'bogus'"),
         ({"max-retained": [1]}, "max-retained"),
     ],
 )

@@ -189,3 +189,41 @@ def test_a_traced_call_holds_torch_einsum_where_eager_calls_run_it(
     (graph,) = graphs
     assert ("einsum_analyze" not in graph) == runs_torch
     assert ("torch.functional.einsum" in graph or "torch.einsum" in graph) == runs_torch
+
+
+@pytest.mark.parametrize("value", [0, -1, float("nan"), "1s", True])
+def test_a_planning_time_that_is_not_positive_seconds_is_refused(value: object) -> None:
+    from einsum_analyze.errors import DropinValueError
+
+    with pytest.raises(DropinValueError, match="max_plan_s"):
+        einsum("ij,jk->ik", *_leaves(((3, 4), (4, 5))), max_plan_s=value)  # type: ignore[arg-type]
+    with pytest.raises(DropinValueError, match="max_plan_s"):
+        patch(max_plan_s=value)  # type: ignore[arg-type]
+
+
+def test_the_planning_time_reaches_every_analysis_of_a_first_call(monkeypatch) -> None:
+    # A first call's analyses share its planning time: each is given what is left of it.
+    import einsum_analyze.training.choice as choice
+
+    seen: list[float] = []
+    original = choice.analyze
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs["max_search_s"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(choice, "analyze", recording)
+    dropin.clear_cache()
+    equation, shapes = TN
+    _check_against_oracle(equation, _leaves(shapes), max_plan_s=0.25)
+    assert seen and all(0 < s <= 0.25 for s in seen)
+    seen.clear()
+    dropin.clear_cache()
+    with patch(max_plan_s=0.3):
+        leaves = _leaves(shapes)
+        torch.einsum(equation, *leaves)
+    assert seen and all(0 < s <= 0.3 for s in seen)
+    seen.clear()
+    dropin.clear_cache()
+    einsum(equation, *_leaves(shapes))
+    assert seen and all(0 < s <= choice.DEFAULT_PLAN_S for s in seen)
