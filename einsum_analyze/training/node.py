@@ -264,6 +264,11 @@ class EagerContract(torch.autograd.Function):
         out: torch.Tensor = live[plan.output]
         if plan.output_may_alias:
             out = _own(out, tensors)
+        elif out._base is not None:  # noqa: SLF001
+            # A view of a tensor the kernels made (a bmm's result seen in the output's
+            # labels): returned as a plain tensor over the same storage, so that the
+            # caller may modify it in place as torch.einsum's result.
+            out = out.detach()
         ctx.plan = plan
         _hold(ctx, plan, [live[name] for name in plan.saved_names], operands)
         ctx.set_materialize_grads(False)
