@@ -338,9 +338,18 @@ def copied_elements(kernel: Kernel, sizes: Mapping[str, int]) -> int:
 
 
 def readable_orders(kernel: Kernel, position: int) -> tuple[tuple[str, ...], ...]:
-    """The memory orders in which a bmm reads its input ``position`` without a copy."""
+    """The memory orders in which a bmm reads its input ``position`` without a copy.
+
+    The preferred order first (a tie in copies goes to it). A matrix times a vector (one
+    input has no labels of its own) reads the matrix best with its own labels innermost,
+    whichever side it is on: each output element is then read by its own thread, side by
+    side. With the summed labels innermost instead, the device reads a few elements per
+    output element at a wide stride (on an H200, a batched matrix-vector product of
+    1280x2 matrices ran 2.8x slower so than torch.einsum's copy and product).
+    """
     batch, contracted = kernel.batch, kernel.contracted
     own = kernel.left if position == 0 else kernel.right
+    other = kernel.right if position == 0 else kernel.left
     first = batch + own + contracted
     second = batch + contracted + own
-    return (first, second) if position == 0 else (second, first)
+    return (first, second) if position == 0 and other else (second, first)
