@@ -48,7 +48,6 @@ from .training.plans import (
     clear_cache,
     eager_plan,
     plan_eager_call,
-    plan_key,
     set_cache_size,
     traced_runs_torch,
 )
@@ -148,8 +147,8 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         if not any(mask):
             return forward_output(plan, tensors)
         return apply_eager(plan, given, *tensors)
-    if traced_runs_torch(*plan_key(operands, equation, strategy, optimize, budget_value,
-                                   mask)):
+    if traced_runs_torch(equation, tuple(tuple(t.shape) for t in operands), dtype, device,
+                         tuple(mask), strategy, optimize, budget_value):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     outputs: list[torch.Tensor] = contract(tensors, equation, strategy, optimize,

@@ -453,16 +453,21 @@ def plan_eager_call(fast: tuple[Any, ...], operands: Sequence[torch.Tensor], equ
 
 
 @torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
-def traced_runs_torch(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
-                      device: str, mask: tuple[bool, ...], strategy: str, optimize: str,
-                      budget: int) -> bool:
+def traced_runs_torch(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: torch.dtype,
+                      device: torch.device, mask: tuple[bool, ...], strategy: str,
+                      optimize: str, budget: int) -> bool:
     """Whether a traced call runs torch.einsum itself (its plan's ``runs_torch``).
 
     A compiler calls this once while it traces, with the call's static sizes, and keeps
     the answer as a constant: the graph then holds torch.einsum, which the compiler
-    lowers as it lowers any torch.einsum, or else the custom op of the plan.
+    lowers as it lowers any torch.einsum, or else the custom op of the plan. The
+    arguments are the call's own values, converted here, outside the trace.
     """
-    return get_plan(equation, shapes, dtype, device, mask, strategy, optimize,
+    name = DTYPE_NAMES.get(dtype)
+    if name is None:
+        return False  # the custom op raises torch's error
+    sizes = tuple(tuple(int(size) for size in shape) for shape in shapes)
+    return get_plan(equation, sizes, name, str(device), tuple(mask), strategy, optimize,
                     budget).runs_torch
 
 
