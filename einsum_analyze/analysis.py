@@ -80,6 +80,7 @@ def analyze(
     on_search: SearchCallback | None = None,
     fallback: bool = True,
     profile: DeviceProfile | None = None,
+    on_analysed: Callable[[Report], None] | None = None,
 ) -> Report:
     """Analyse an einsum: normalise it, plan its forward path, replay its memory.
 
@@ -128,6 +129,8 @@ def analyze(
             the strategies registered as a fallback (``sliced``), named or not.
         profile: The device profile the search predicts every plan's time on (None: the
             nominal ``cpu`` profile).
+        on_analysed: Called once, before the training search starts, with the report
+            of the (first) limit so far: its forward path, gradients and strategies.
 
     Returns:
         The :class:`Report`.
@@ -162,7 +165,8 @@ def analyze(
         max_search_s=max_search_s, on_search=on_search, fallback=fallback, profile=profile,
     )
     with remembered_paths():  # the limits and the search share opt_einsum's paths
-        report = _analyze_one(equation, shapes, memory_limit=limits[0], **common)
+        report = _analyze_one(equation, shapes, memory_limit=limits[0],
+                              on_analysed=on_analysed, **common)
         if len(limits) == 1:
             return report
         rows = [_limit_row(limits[0], report)]
@@ -192,6 +196,7 @@ def _analyze_one(
     on_search: SearchCallback | None,
     fallback: bool,
     profile: DeviceProfile | None,
+    on_analysed: Callable[[Report], None] | None = None,
 ) -> Report:
     """One analysis under one memory limit (the body of :func:`analyze`)."""
     start = time.perf_counter()
@@ -264,16 +269,7 @@ def _analyze_one(
             output_elements=plan.steps[-1].output_elements,
             itemsize=itemsize,
         )
-    found, recommended, summary = _search(
-        plan, operands, itemsize=itemsize, upstream_copy=dtype.startswith("complex"),
-        objective=objective, budget_bytes=budget_bytes,
-        memory_limit=limit, optimize=optimize, cotengra=cotengra, search_time=search_time,
-        strategies=strategy_results, max_search_s=max_search_s,
-        strategy_options=strategy_options, fallback=fallback, profile=profile, dtype=dtype,
-    )
-    if recommended is not None and not recommended.fits:
-        warnings.append(_no_fit_warning(recommended, summary))
-    return Report(
+    report = Report(
         equation=eq,
         dtype=dtype,
         itemsize=itemsize,
@@ -287,10 +283,20 @@ def _analyze_one(
         inference_memory=inference,
         warnings=tuple(warnings),
         environment=environment(),
-        search=found,
-        recommended=recommended,
-        budget=summary,
     )
+    if on_analysed is not None:
+        on_analysed(report)  # before the search: the tables so far, e.g. to print them
+    found, recommended, summary = _search(
+        plan, operands, itemsize=itemsize, upstream_copy=dtype.startswith("complex"),
+        objective=objective, budget_bytes=budget_bytes,
+        memory_limit=limit, optimize=optimize, cotengra=cotengra, search_time=search_time,
+        strategies=strategy_results, max_search_s=max_search_s,
+        strategy_options=strategy_options, fallback=fallback, profile=profile, dtype=dtype,
+    )
+    if recommended is not None and not recommended.fits:
+        warnings.append(_no_fit_warning(recommended, summary))
+    return replace(report, analysis_s=time.perf_counter() - start, warnings=tuple(warnings),
+                   search=found, recommended=recommended, budget=summary)
 
 
 def _check_strategies(

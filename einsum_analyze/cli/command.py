@@ -402,6 +402,8 @@ def _analyze(
     searches = (settings.objective is not None or settings.budget is not None
                 or "," in (settings.memory_limit or ""))
     profile = search_profile(settings.roofline, devices, settings.dtype, searches)
+    out = console() if json_path != "-" else None
+    early = _EarlyTables(out, searches, settings.max_search_s)
     report = analyze(
         equation,
         parse_shapes(shapes) if shapes is not None else None,
@@ -416,21 +418,23 @@ def _analyze(
         cotengra=settings.cotengra,
         max_search_s=settings.max_search_s,
         profile=profile,
+        on_analysed=early.print_model,
         on_search=lambda notice: click.echo(
             f"note: {notice}; it stops after {settings.max_search_s:g} s (--max-search-time)",
             err=True,
         ),
     )
+    early.done()
     report = add_roofline(report, settings.roofline)
     if devices != () and report.strategies:
         check_counts(run.repeats, run.warmup, force=run.force, report=report,
                      on_cpu=runs_on_cpu(devices))
-    out = console() if json_path != "-" else None
     if out is not None:
-        from ..render.report import render_analysis
+        from ..render.report import render_analysis, render_search
         from ..render.roofline import render_roofline
 
-        render_analysis(report, out)  # at once: the runs may take a while
+        # At once: the runs may take a while (the tables before the search are out).
+        (render_search if early.printed else render_analysis)(report, out)
         render_roofline(report, out)
     # Forward-only analysis (--strategy none) runs nothing unless a device was asked for.
     if devices != () and (report.strategies or devices is not None):
@@ -467,6 +471,36 @@ def _analyze(
     if spread is not None and spread.failed:
         return 2
     return echo_budget_failures(report)
+
+
+class _EarlyTables:
+    """Print the analysis tables before the training search, and a line while it runs.
+
+    The line goes to stderr, and only to a terminal; it is gone when the search ends.
+    """
+
+    def __init__(self, out: Any, searches: bool, seconds: float) -> None:
+        self.out, self.searches, self.seconds = out, searches, seconds
+        self.printed = False
+        self._status: Any = None
+
+    def print_model(self, report: Report) -> None:
+        if self.out is None or not self.searches:
+            return
+        from ..render.report import render_model
+
+        render_model(report, self.out)
+        self.printed = True
+        if sys.stderr.isatty():
+            self._status = console(stderr=True).status(
+                f"searching paths and strategies for the training step (at most "
+                f"{self.seconds:g} s, --max-search-time)")
+            self._status.start()
+
+    def done(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
 
 
 def _read_budgets(

@@ -37,6 +37,8 @@ __all__ = [
     "fit",
     "plural",
     "render_analysis",
+    "render_model",
+    "render_search",
     "render_runs",
     "skip_lines",
     "stacked",
@@ -59,6 +61,12 @@ def render_analysis(report: Report, console: Console) -> None:
 
     This is everything that exists before a run starts, so the CLI prints it at once.
     """
+    render_model(report, console)
+    render_search(report, console)
+
+
+def render_model(report: Report, console: Console) -> None:
+    """Print the forward path, gradients and strategies: all that precedes the search."""
     print_table(console, steps_table(report))
     print_table(console, summary_table(report))
     print_table(console, gradients_table(report))
@@ -67,6 +75,10 @@ def render_analysis(report: Report, console: Console) -> None:
         console.print(line, highlight=False)
     if report.strategies:
         console.print(answer_line(report))
+
+
+def render_search(report: Report, console: Console) -> None:
+    """Print the limit sweep, the budget, the search and the recommended plan."""
     for table in (limits_table(report), budget_table(report), search_table(report)):
         print_table(console, table)
     line = recommended_line(report)

@@ -224,10 +224,16 @@ def _fallbacks(
     """The fallback strategies, scored on the most promising paths (see FALLBACK_PATHS)."""
     order = [forward_path] + [p.path for p in sorted(scored, key=lambda p: p.peak_bytes)]
     paths = [p for p in dict.fromkeys(order) if p in plans][:FALLBACK_PATHS]
-    return [score_path(plans[path], grad, name, itemsize=itemsize, source=sources[path],
-                       budget=budget, options=options.get(name),
-                       upstream_copy=upstream_copy, profile=profile, dtype=dtype)
-            for name in names for path in paths]
+    found: list[PlanScore] = []
+    for name in names:
+        for path in paths:
+            if found and past_deadline():
+                return found  # the forward path's is done: the rest waits for more time
+            found.append(score_path(plans[path], grad, name, itemsize=itemsize,
+                                    source=sources[path], budget=budget,
+                                    options=options.get(name), upstream_copy=upstream_copy,
+                                    profile=profile, dtype=dtype))
+    return found
 
 
 def search_plans(

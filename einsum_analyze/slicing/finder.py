@@ -29,11 +29,12 @@ When no slicing fits, the result is the least peak found, with ``fits`` false.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..model.deadline import past_deadline
+from ..model.deadline import remaining_s
 from ..model.lowering import lower_events
 from ..model.memory import simulate_memory
 from ..model.planning import Plan, size_of
@@ -180,13 +181,25 @@ class _Scorer:
         self.options = options
         self.budget = budget
         self.seen: dict[SlicePlan, SliceScore] = {}
+        self.last_s = 0.0
+
+    def out_of_time(self) -> bool:
+        """Whether the search's deadline leaves too little for one more slice plan.
+
+        The chosen plan is built once more after the finder, and its lowering and
+        prediction cost about what a scoring does: the finder stops that much sooner.
+        """
+        left = remaining_s()
+        return left is not None and left <= FINAL_BUILDS * self.last_s
 
     def __call__(self, slices: SlicePlan) -> SliceScore:
         found = self.seen.get(slices)
         if found is None:
+            start = time.perf_counter()
             found = score_slices(self.plan, slices, self.grad, itemsize=self.itemsize,
                                  strategy=self.strategy, options=self.options,
                                  fused=self.fused, upstream_copy=self.upstream_copy)
+            self.last_s = time.perf_counter() - start
             self.seen[slices] = found
         return found
 
@@ -195,6 +208,11 @@ class _Scorer:
 
     def smallest(self) -> SliceScore:
         return min(self.seen.values(), key=lambda s: (s.peak_bytes, s.flops, s.slices.count))
+
+
+FINAL_BUILDS = 3.0
+"""Scorings' worth of time the finder leaves before the deadline: the chosen plan's final
+build, lowering and time prediction."""
 
 
 def _with_chunk(slices: SlicePlan, label: str, size: int, chunk: int) -> SlicePlan:
@@ -212,8 +230,9 @@ def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
 
     Returns the fitting score of fewest FLOPs at the first level where one fits (its
     chunk widened back as far as it still fits), or the least peak reached. When the
-    search's deadline passes (:func:`~einsum_analyze.model.deadline.past_deadline`) it
-    scores nothing more and returns the best it has.
+    search's deadline comes within :data:`FINAL_BUILDS` scorings
+    (:func:`~einsum_analyze.model.deadline.remaining_s`) it scores nothing more and
+    returns the best it has.
     """
     sizes = score.plan.equation.size_dict
     frontier = [score(start)]
@@ -227,7 +246,7 @@ def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
         for current in frontier:
             chunks = dict(zip(current.slices.indices, current.slices.chunks, strict=True))
             for label in labels:
-                if past_deadline():
+                if score.out_of_time():
                     late = True
                     break
                 old = chunks.get(label, sizes[label])
@@ -271,7 +290,7 @@ def _widen(score: _Scorer, best: SliceScore, label: str, old: int) -> SliceScore
     size = best.slices.sizes[best.slices.indices.index(label)]
     low = best.slices.chunks[best.slices.indices.index(label)]  # fits
     high = old  # does not
-    while high - low > 1 and not past_deadline():
+    while high - low > 1 and not score.out_of_time():
         middle = (low + high) // 2
         trial = score(_with_chunk(best.slices, label, size, middle))
         if score.fits(trial) and trial.flops <= best.flops:
@@ -364,7 +383,7 @@ def find_slices(
     if use_cotengra:
         for indices in _cotengra_sets(plan, wanted, budget_bytes, itemsize,
                                       unsliced.peak_bytes):
-            if past_deadline():
+            if score.out_of_time():
                 break
             results.append((_greedy(score, indices, SlicePlan.none(), max_slices),
                             "cotengra"))

@@ -254,3 +254,31 @@ def test_a_sweep_of_limits_finds_plans_of_lower_peak():
     sources = set(report.search.sources)
     assert any(s.startswith("greedy-limit-") for s in sources)
     assert all(len(step) == 2 for p in report.search.pareto for step in p.path)
+
+
+def test_the_analysis_tables_come_before_the_search(monkeypatch):
+    # analyze(on_analysed=) hands over the report so far before the search starts: the
+    # CLI prints the forward path, gradients and strategies while the search runs.
+    import importlib
+
+    analysis = importlib.import_module("einsum_analyze.analysis")
+    order: list[str] = []
+    original = analysis.search_plans
+
+    def searching(*args, **kwargs):
+        order.append("search")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(analysis, "search_plans", searching)
+    seen = []
+
+    def analysed(report):
+        order.append("tables")
+        seen.append(report)
+
+    report = analyze("ab,bc,cd->ad", [(4, 5), (5, 6), (6, 7)], budget="4KiB",
+                     on_analysed=analysed)
+    assert order == ["tables", "search"]
+    (early,) = seen
+    assert early.search is None and early.recommended is None
+    assert early.strategies == report.strategies and report.search is not None
