@@ -224,7 +224,7 @@ def test_the_training_search_takes_digits_and_zero_sizes(text, shapes):
 
 @pytest.mark.parametrize(("text", "shapes"), [*SEARCHED, *ZERO],
                          ids=[case[0] for case in [*SEARCHED, *ZERO]])
-def test_the_drop_in_takes_digits_and_zero_sizes(text, shapes):
+def test_the_drop_in_refuses_digits_as_torch_does_and_takes_zero_sizes(text, shapes):
     from einsum_analyze.torch import einsum
 
     generator = torch.Generator().manual_seed(0)
@@ -233,7 +233,12 @@ def test_the_drop_in_takes_digits_and_zero_sizes(text, shapes):
     theirs = [t.detach().clone().requires_grad_() for t in ours]
     relabelled = torch_equation(text, parse_equation(text, shapes).explicit)
     assert relabelled is not None
-    got = einsum(text, *ours)
+    if any(c.isdigit() for c in text):  # the drop-in follows torch.einsum: no digits
+        with pytest.raises(RuntimeError, match="invalid subscript"):
+            torch.einsum(text, *theirs)
+        with pytest.raises(RuntimeError, match="invalid subscript"):
+            einsum(text, *ours)
+    got = einsum(relabelled, *ours, strategy="reverse")
     want = torch.einsum(relabelled, *theirs)
     assert got.shape == want.shape
     assert torch.allclose(got, want)

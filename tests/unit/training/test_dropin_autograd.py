@@ -260,3 +260,17 @@ def test_a_layout_copy_is_counted_in_the_plan() -> None:
     assert timed[1].forward_s > timed[0].forward_s  # the copy is counted in time too
     assert plan.result.memory.forward_peak_bytes == (plain.memory.forward_peak_bytes
                                                      + 15 * 8)
+
+
+def test_plans_whose_backward_does_not_read_operand_0_build() -> None:
+    generator = torch.Generator().manual_seed(4)
+    x = torch.randn(6, generator=generator, dtype=torch.float64, requires_grad=True)
+    (got,) = torch.autograd.grad(einsum("c->", x, strategy="sliced"), x)
+    torch.testing.assert_close(got, torch.ones_like(x))
+    a, b, c = (torch.randn(s, generator=generator, dtype=torch.float64)
+               for s in ((20, 20), (20, 20), (20, 20)))
+    a.requires_grad_()
+    y = einsum("ij,jk,kl->il", a, b, c, strategy="auto", budget="100KiB")
+    (got,) = torch.autograd.grad(y.sum(), a)
+    (want,) = torch.autograd.grad(TORCH_EINSUM("ij,jk,kl->il", a, b, c).sum(), a)
+    torch.testing.assert_close(got, want)
