@@ -23,7 +23,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -66,23 +65,11 @@ def run_case(case: dict[str, Any], device: str, scale: int, dtype: str, repeats:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if any)")
-    parser.add_argument("--cases", default="", help="comma-separated names (default: all)")
-    parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--scale", type=int, default=8, help="cpu: divide large dims by this")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
+    _common.add_case_options(parser)
     parser.add_argument("--above", type=float, default=2e-4,
                         help="count runs measured above this many seconds (0.2 ms)")
-    parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args()
-    import torch
-
-    device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
-    device = "cuda:0" if device == "cuda" else device
-    cases = json.loads((HERE / "cases.json").read_text(encoding="utf-8"))["cases"]
-    wanted = [name for name in args.cases.split(",") if name]
-    cases = [case for case in cases if not wanted or case["name"] in wanted]
+    device, cases = _common.read_cases(args)
     rows: list[dict[str, Any]] = []
     print(f"{'case':20} {'strategy':16} {'measured':>10} {'predicted':>10} {'pred/meas':>9}")
     for case in cases:
@@ -99,13 +86,7 @@ def main() -> int:
         print(f"\nruns above {args.above * 1e3:g} ms: {len(inside)} of {len(counted)} within "
               f"[{LOW}, {HIGH}]; predicted/measured median {statistics.median(ratios):.2f}, "
               f"range {min(ratios):.2f} to {max(ratios):.2f}")
-    environment = _common.environment(device)
-    calibration = next((r["calibration"] for r in rows if r.get("calibration")), None)
-    print(json.dumps({"environment": environment, "calibration": calibration}, indent=1))
-    if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"environment": environment, "dtype": args.dtype, "above_s": args.above,
-             "results": rows}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    _common.finish(device, rows, args.json, dtype=args.dtype, above_s=args.above)
     return 0
 
 
