@@ -26,6 +26,7 @@ from ..model.parsing import parse_seconds, parse_shapes, parse_sizes, parse_stra
 from ..model.planning import OPTIMIZERS
 from ..model.types import DType
 from ..render.distributed import render_distributed
+from ..render.formatting import format_seconds
 from ..render.terminal import check_json_path, console, progress, write_json
 from ..report.budgets import check_budget_strategy
 from ..strategies import STRATEGIES, get_strategy, strategy_names
@@ -420,7 +421,8 @@ def _analyze(
         profile=profile,
         on_analysed=early.print_model,
         on_search=lambda notice: click.echo(
-            f"note: {notice}; it stops after {settings.max_search_s:g} s (--max-search-time)",
+            f"note: {notice}; it stops after {format_seconds(settings.max_search_s)} "
+            "(--max-search-time)",
             err=True,
         ),
     )

@@ -30,9 +30,10 @@ def runs_table(report: Report) -> Table | None:
         "measured by: " + ("; ".join(bases) or "-") + scaled,
         box=box.SIMPLE_HEAD,
         padding=(0, 1, 0, 0),
+        pad_edge=False,  # two columns more fit: the table reads whole at 120 columns
     )
-    for header in ("strategy", "device", "fwd", "bwd", "model", "peak", "predicted", "retained",
-                   "grad err", "vs torch"):
+    for header in ("strategy", "device", "fwd", "bwd", "fwd+bwd", "model", "peak", "predicted",
+                   "retained", "grad err", "vs torch"):
         table.add_column(header, justify="left" if header in ("strategy", "device") else "right",
                          no_wrap=True)
     done = [r for r in report.runs if r.skipped is None and r.forward is not None]
@@ -49,7 +50,7 @@ def runs_table(report: Report) -> Table | None:
     for run in report.runs:
         name = run.strategy + ("" if run.backend == "torch" else f" ({run.backend})")
         if run.skipped is not None or run.forward is None:
-            table.add_row(name, run.device, "skipped", "-", "-", "-",
+            table.add_row(name, run.device, "skipped", "-", "-", "-", "-",
                           format_bytes(run.peak_bytes_predicted)
                           if run.peak_bytes_predicted is not None else "-")
             continue
@@ -57,7 +58,7 @@ def runs_table(report: Report) -> Table | None:
         peak = "-"
         if run.peak_bytes_measured is not None:
             peak = format_bytes(run.peak_bytes_measured)
-            peak += " +" if run.peak_bytes_measured == leanest.get(run.device) else ""
+            peak += "+" if run.peak_bytes_measured == leanest.get(run.device) else ""
         versus = ""
         reference = torch_runs.get(run.device)
         if reference is not None and reference is not run:
@@ -68,8 +69,8 @@ def runs_table(report: Report) -> Table | None:
             name,
             run.device,
             format_seconds(run.forward.median_s),
-            (format_seconds(run.backward.median_s) if run.backward else "-")
-            + (" *" if time_s == fastest[run.device] else ""),
+            format_seconds(run.backward.median_s) if run.backward else "-",
+            format_seconds(time_s) + ("*" if time_s == fastest[run.device] else ""),
             format_seconds(run.predicted.total_s) if run.predicted is not None else "-",
             peak,
             format_bytes(run.peak_bytes_predicted) if run.peak_bytes_predicted is not None

@@ -181,6 +181,9 @@ def slicing_lines(report: Report) -> list[str]:
             f"unsliced FLOPs; one slice peaks at {format_bytes(section['per_slice_peak_bytes'])}"
             f", the step at {format_bytes(section['peak_bytes_with_accumulators'])} with its "
             f"full-size buffers; {plural(section['copies'], 'part copy', 'part copies')}"
+            + ("; without --budget there is nothing to fit, so it slices nothing: give "
+               "--budget BYTES to choose the slices"
+               if section["count"] == 1 and report.budget is None else "")
         )
     return lines
 

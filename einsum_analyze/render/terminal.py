@@ -124,10 +124,43 @@ def progress(*, show: bool) -> Iterator[RunProgress]:
         yield RunProgress(bar)
 
 
+class _TrimmedLines:
+    """A text stream that drops the spaces a table pads its lines with, at their ends.
+
+    A terminal shows them as nothing; in a pipe or a file they are bytes that ``diff``,
+    ``grep ' $'`` and editors see. Each line is written whole, without them; a partial
+    line waits for its end or a flush.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        if lines:
+            self._stream.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._stream.write(self._pending)
+            self._pending = ""
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:  # encoding, fileno, ...: the stream's own
+        return getattr(self._stream, name)
+
+
 def console(*, stderr: bool = False) -> Console:
     """A console as wide as ``COLUMNS`` says, else the terminal's, else 120 columns.
 
-    Output to a pipe or a file respects ``COLUMNS`` too.
+    Output to a pipe or a file respects ``COLUMNS`` too, and its lines end without the
+    padding of the tables (:class:`_TrimmedLines`).
     """
     import os
 
@@ -140,12 +173,14 @@ def console(*, stderr: bool = False) -> Console:
             raise SystemExit(0)
 
     stream = sys.stderr if stderr else sys.stdout
+    is_tty = stream.isatty()
+    target: Any = stream if is_tty else _TrimmedLines(stream)
     columns = os.environ.get("COLUMNS", "").strip()
     if columns.isdigit() and 20 <= int(columns) <= 1000:
-        return _QuietConsole(file=stream, width=int(columns))
-    if stream.isatty():
-        return _QuietConsole(file=stream)
-    return _QuietConsole(file=stream, width=120)
+        return _QuietConsole(file=target, width=int(columns))
+    if is_tty:
+        return _QuietConsole(file=target)
+    return _QuietConsole(file=target, width=120)
 
 
 def finite(data: Any) -> Any:

@@ -30,7 +30,7 @@ def test_a_limit_list_prints_one_row_per_limit_and_json_rows():
     table = result.stdout.split("Memory limits", 1)[1]
     for limit in ("none", "100", "1KiB", "max_input"):
         # One row per limit, or one block per limit where the table is stacked to fit.
-        assert re.search(rf"\n *(limit +)?{limit} ", table), limit
+        assert re.search(rf"\n *(limit +)?{limit}( |\n)", table), limit
     assert "Recommended (time)" in result.stdout
     data = json.loads(invoke(*CHAIN, "--memory-limit", "none,100", "--json", "-").stdout)
     jsonschema.validate(data, load_schema())
