@@ -80,8 +80,10 @@ def interleaved_medians(steps: dict[str, Callable[[], Any]], device: str, repeat
     """Median seconds per call of each step, their blocks interleaved run by run.
 
     Each step's calls per block grow until a block lasts ``min_block_s`` (this doubles
-    as the warm-up, after ``warmup`` plain calls). Each step's fastest block comes too,
-    as ``"NAME min"``: on a shared machine, the block the others disturbed least.
+    as the warm-up, after ``warmup`` plain calls); every step then runs blocks of the
+    largest of those counts, so that the fence weighs alike on each. Each step's fastest
+    block comes too, as ``"NAME min"``: on a shared machine, the block the others
+    disturbed least.
     """
     calls: dict[str, int] = {}
     for name, step in steps.items():
@@ -91,6 +93,8 @@ def interleaved_medians(steps: dict[str, Callable[[], Any]], device: str, repeat
         while block_seconds(step, device, count) * count < min_block_s and count < 10_000:
             count *= 10
         calls[name] = count
+    # One block size for every run: a block of fewer calls carries more of the fence.
+    calls = dict.fromkeys(calls, max(calls.values()))
     times: dict[str, list[float]] = {name: [] for name in steps}
     names = list(steps)
     for repeat in range(repeats):

@@ -41,17 +41,19 @@ step() {
     printf '%-12s rc=%-3s %4d s%s\n' "$name" "$rc" "$took" "$note" | tee -a "$summary"
 }
 
-step tests     190 python3 -m pytest -q -p no:cacheprovider tests/gpu -rf
-step dropin    110 python3 benchmarks/bench_dropin.py --device cuda --repeats 10 \
-    --max-seconds 90 --json "$out/dropin.json"
-step training   70 python3 benchmarks/bench_training.py --device cuda --repeats 10 \
+step tests     185 python3 -m pytest -q -p no:cacheprovider tests/gpu -rf
+step dropin    100 python3 benchmarks/bench_dropin.py --device cuda --repeats 10 \
+    --max-seconds 55 --json "$out/dropin.json"
+step models     40 python3 benchmarks/bench_models.py --device cuda --repeats 5 \
+    --json "$out/models.json"
+step training   65 python3 benchmarks/bench_training.py --device cuda --repeats 10 \
     --json "$out/training.json"
-step execution  50 python3 benchmarks/bench_execution.py --device cuda --repeats 10 \
+step execution  45 python3 benchmarks/bench_execution.py --device cuda --repeats 10 \
     --json "$out/execution.json"
 step roofline   40 python3 benchmarks/bench_roofline.py --device cuda --repeats 10 \
     --json "$out/roofline.json"
 step slicing    30 python3 benchmarks/bench_slicing.py --device cuda --repeats 3 \
     --json "$out/slicing.json"
-step kernels    20 python3 benchmarks/bench_kernels.py --device cuda --repeats 20
-step steps      20 python3 benchmarks/bench_steps.py tn18-b65536-bond64 --device cuda --scale 1
+step kernels    15 python3 benchmarks/bench_kernels.py --device cuda --repeats 20
+step steps      15 python3 benchmarks/bench_steps.py tn18-b65536-bond64 --device cuda --scale 1
 exit $status

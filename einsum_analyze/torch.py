@@ -48,7 +48,6 @@ from .training.plans import (
     clear_cache,
     eager_plan,
     plan_eager_call,
-    plan_key,
     set_cache_size,
     traced_runs_torch,
 )
@@ -111,8 +110,9 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         return TORCH_EINSUM(*args)  # type: ignore[no-any-return]
     equation, operands = call
     first = operands[0]
-    if not all(isinstance(t, torch.Tensor) for t in operands):
-        return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]  # its TypeError
+    for t in operands:
+        if not isinstance(t, torch.Tensor):
+            return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]  # TypeError
     if not compiling and ((_functorch_active is not None and _functorch_active())
                           or _forward_ad._current_level >= 0):  # noqa: SLF001 - a dual level
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
@@ -147,8 +147,8 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         if not any(mask):
             return forward_output(plan, tensors)
         return apply_eager(plan, given, *tensors)
-    if traced_runs_torch(*plan_key(operands, equation, strategy, optimize, budget_value,
-                                   mask)):
+    if traced_runs_torch(equation, tuple(tuple(t.shape) for t in operands), dtype, device,
+                         tuple(mask), strategy, optimize, budget_value):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     outputs: list[torch.Tensor] = contract(tensors, equation, strategy, optimize,
@@ -158,7 +158,10 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
 
 def _uniform(operands: tuple[Any, ...], device: torch.device, dtype: torch.dtype) -> bool:
     """Whether every operand has ``dtype`` and lives on ``device``."""
-    return all(t.dtype == dtype and t.device == device for t in operands)
+    for t in operands:  # a loop: a generator costs a microsecond more per call
+        if t.dtype is not dtype or t.device != device:
+            return False
+    return True
 
 
 _AUTOCASTS_EINSUM: dict[tuple[str, torch.dtype], bool] = {}

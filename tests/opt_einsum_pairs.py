@@ -6,14 +6,14 @@ contracts or plans, with the shapes that test gives it. Tests built from
 ``opt_einsum.testing.build_shapes`` without sizes use its default size of each label
 (:data:`DEFAULT_SIZES`); those built from ``rand_equation`` keep its arguments here and
 are generated with it. A pair that several tests share is listed once.
-
-This module does not import einsum_analyze.
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+
+from corpus import OPT_EINSUM_EQUATIONS
 
 __all__ = ["PAIRS", "Pair"]
 
@@ -41,31 +41,6 @@ def _sized(equation: str, sizes: dict[str, int] | None = None) -> tuple[tuple[in
     lhs = equation.split("->")[0]
     return tuple(tuple(table[char] for char in term) for term in lhs.split(","))
 
-
-# test_contract.py's ``tests``: every test there runs them with every optimizer.
-_CONTRACT = (
-    "a,->a", "ab,->ab", ",ab,->ab", ",,->",
-    "a,ab,abc->abc", "a,b,ab->ab",
-    "ea,fb,gc,hd,abcd->efgh", "ea,fb,abcd,gc,hd->efgh", "abcd,ea,fb,gc,hd->efgh",
-    "acdf,jbje,gihb,hfac,gfac,gifabc,hfac", "cd,bdhe,aidb,hgca,gc,hgibcd,hgac",
-    "abhe,hidj,jgba,hiab,gab", "bde,cdh,agdb,hica,ibd,hgicd,hiac",
-    "chd,bde,agbc,hiad,hgc,hgi,hiad", "chd,bde,agbc,hiad,bdi,cgh,agdb",
-    "bdhe,acad,hiab,agac,hibd",
-    "ab,ab,c->", "ab,ab,c->c", "ab,ab,cd,cd->", "ab,ab,cd,cd->ac", "ab,ab,cd,cd->cd",
-    "ab,ab,cd,cd,ef,ef->",
-    "ab,cd,ef->abcdef", "ab,cd,ef->acdf", "ab,cd,de->abcde", "ab,cd,de->be",
-    "ab,bcd,cd->abcd", "ab,bcd,cd->abd",
-    "eb,cb,fb->cef", "dd,fb,be,cdb->cef", "bca,cdb,dbf,afc->", "dcc,fce,ea,dbf->ab",
-    "fdf,cdd,ccd,afe->ae", "abcd,ad", "ed,fcd,ff,bcf->be", "baa,dcf,af,cde->be",
-    "bd,db,eac->ace", "fff,fae,bef,def->abd", "efc,dbc,acf,fd->abe",
-    "ab,ab", "ab,ba", "abc,abc", "abc,bac", "abc,cba",
-    "ab,bc", "ab,cb", "ba,bc", "ba,cb", "abcd,cd", "abcd,ab", "abcd,cdef",
-    "abcd,cdef->feba", "abcd,efdc",
-    "aab,bc->ac", "ab,bcc->ac", "aab,bcc->ac", "baa,bcc->ac", "aab,ccb->ac",
-    "aab,fa,df,ecc->bde", "ecb,fef,bad,ed->ac", "bcf,bbb,fbf,fc->", "bb,ff,be->e",
-    "bcb,bb,fc,fff->", "fbb,dfd,fc,fc->", "afd,ba,cc,dc->bf", "adb,bc,fa,cfc->d",
-    "bbd,bda,fc,db->acf", "dba,ead,cad->bce", "aef,fbc,dca->bde",
-)
 
 # test_contract.py's contract_expression tests with constants.
 _CONSTANTS = (
@@ -120,7 +95,8 @@ def _chain(symbols: int) -> Pair:
 
 
 def _pairs() -> tuple[Pair, ...]:
-    pairs = [Pair("contract", eq, _sized(eq)) for eq in dict.fromkeys(_CONTRACT)]
+    # test_contract.py's ``tests`` (tests/corpus.py holds them): run with every optimizer.
+    pairs = [Pair("contract", eq, _sized(eq)) for eq in dict.fromkeys(OPT_EINSUM_EQUATIONS)]
     pairs += [Pair("constants", eq, _sized(eq)) for eq in _CONSTANTS]
     pairs += [Pair("sharing", eq, _sized(eq)) for eq in _SHARING]
     pairs += [Pair("blas", eq, _sized(eq)) for eq in _BLAS]

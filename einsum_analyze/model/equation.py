@@ -68,8 +68,8 @@ class Equation:
     def opt_einsum_view(self) -> Equation | None:
         """The equation as ``opt_einsum.contract_path`` sees it, where that differs.
 
-        opt_einsum gives a label the largest of its sizes, so a size-1 dimension that
-        broadcasts counts at the full size; normalisation gives it a private label of
+        opt_einsum gives a label its size other than 1 (0 included), so a size-1 dimension
+        that broadcasts counts at the full size; normalisation gives it a private label of
         size 1 instead (``broadcast_terms``). None when no dimension was relabelled.
 
         Example:
@@ -85,7 +85,8 @@ class Equation:
         sizes: dict[Label, int] = {}
         for term, shape in zip(self.broadcast_terms, self.shapes, strict=True):
             for char, dim in zip(term, shape, strict=True):
-                sizes[char] = max(sizes.get(char, 1), dim)
+                if sizes.get(char, 1) == 1:
+                    sizes[char] = dim
         for char in self.output:
             sizes.setdefault(char, 1)
         used = {char: sizes[char] for char in dict.fromkeys("".join(self.broadcast_terms)
@@ -112,7 +113,8 @@ class Equation:
 def split_equation(text: str) -> tuple[list[str], str | None]:
     """Split equation text into raw input terms and the raw output (``None`` if implicit).
 
-    ASCII whitespace is removed (a Unicode space is a label, as in opt_einsum); characters are checked; ``...`` is kept as written.
+    ASCII whitespace is removed (a Unicode space is a label, as in opt_einsum); characters
+    are checked; ``...`` is kept as written.
 
     Raises:
         EquationError: On a character einsum does not accept or a malformed arrow.

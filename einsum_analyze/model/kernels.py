@@ -110,6 +110,27 @@ def _prepare(
     return keep, True, reduce, keep, _elements(keep, sizes)
 
 
+_Prepared = tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...], int]
+
+
+def _prepare_pair(
+    layouts: Sequence[Layout], big: set[str], sizes: Mapping[str, int]
+) -> tuple[set[str], set[str], _Prepared, _Prepared, list[int]]:
+    """Both inputs of a product, each summed over its private labels (:func:`_prepare`).
+
+    Returns each input's labels of size above 1, each one's preparation and the
+    workspace of the sums.
+    """
+    a_layout, b_layout = layouts
+    a_labels = {c for c in a_layout.dims if sizes[c] != 1}
+    b_labels = {c for c in b_layout.dims if sizes[c] != 1}
+    a_prep = _prepare(a_layout, [c for c in a_labels if c not in b_labels and c not in big],
+                      sizes)
+    b_prep = _prepare(b_layout, [c for c in b_labels if c not in a_labels and c not in big],
+                      sizes)
+    return a_labels, b_labels, a_prep, b_prep, [w for w in (a_prep[4], b_prep[4]) if w]
+
+
 def lower_contraction(
     layouts: Sequence[Layout], output: str, sizes: Mapping[str, int]
 ) -> Kernel:
@@ -145,16 +166,9 @@ def lower_contraction(
             return Kernel(kind="reduce", inputs=(prep,), out_order=kept)
         return Kernel(kind="copy", inputs=(prep,), out_order=kept)
 
-    a_layout, b_layout = layouts
-    a_labels = {c for c in a_layout.dims if sizes[c] != 1}
-    b_labels = {c for c in b_layout.dims if sizes[c] != 1}
-    a_order, a_dense, a_reduce, a_keep, a_work = _prepare(
-        a_layout, [c for c in a_labels if c not in b_labels and c not in big], sizes
-    )
-    b_order, b_dense, b_reduce, b_keep, b_work = _prepare(
-        b_layout, [c for c in b_labels if c not in a_labels and c not in big], sizes
-    )
-    workspace = [w for w in (a_work, b_work) if w]
+    a_labels, b_labels, a_prep, b_prep, workspace = _prepare_pair(layouts, big, sizes)
+    a_order, a_dense, a_reduce, a_keep, _ = a_prep
+    b_order, b_dense, b_reduce, b_keep, _ = b_prep
     shared = [c for c in a_order if c in b_labels]
     contracted_set = {c for c in shared if c not in big}
     left = tuple(c for c in a_order if c in big and c not in b_labels)
@@ -241,16 +255,9 @@ def lower_to_layout(
     big = {char for char in output if sizes[char] != 1}
     if set(target) != big or len(target) != len(big):
         return None
-    a_layout, b_layout = layouts
-    a_labels = {c for c in a_layout.dims if sizes[c] != 1}
-    b_labels = {c for c in b_layout.dims if sizes[c] != 1}
-    a_order, a_dense, a_reduce, a_keep, a_work = _prepare(
-        a_layout, [c for c in a_labels if c not in b_labels and c not in big], sizes
-    )
-    b_order, b_dense, b_reduce, b_keep, b_work = _prepare(
-        b_layout, [c for c in b_labels if c not in a_labels and c not in big], sizes
-    )
-    workspace = [w for w in (a_work, b_work) if w]
+    a_labels, b_labels, a_prep, b_prep, workspace = _prepare_pair(layouts, big, sizes)
+    a_order, a_dense, a_reduce, a_keep, _ = a_prep
+    b_order, b_dense, b_reduce, b_keep, _ = b_prep
     contracted_set = {c for c in a_order if c in b_labels and c not in big}
     batch_set = {c for c in big if c in a_labels and c in b_labels}
     left_set = {c for c in big if c in a_labels and c not in b_labels}
@@ -331,9 +338,18 @@ def copied_elements(kernel: Kernel, sizes: Mapping[str, int]) -> int:
 
 
 def readable_orders(kernel: Kernel, position: int) -> tuple[tuple[str, ...], ...]:
-    """The memory orders in which a bmm reads its input ``position`` without a copy."""
+    """The memory orders in which a bmm reads its input ``position`` without a copy.
+
+    The preferred order first (a tie in copies goes to it). A matrix times a vector (one
+    input has no labels of its own) reads the matrix best with its own labels innermost,
+    whichever side it is on: each output element is then read by its own thread, side by
+    side. With the summed labels innermost instead, the device reads a few elements per
+    output element at a wide stride (on an H200, a batched matrix-vector product of
+    1280x2 matrices ran 2.8x slower so than torch.einsum's copy and product).
+    """
     batch, contracted = kernel.batch, kernel.contracted
     own = kernel.left if position == 0 else kernel.right
+    other = kernel.right if position == 0 else kernel.left
     first = batch + own + contracted
     second = batch + contracted + own
-    return (first, second) if position == 0 else (second, first)
+    return (first, second) if position == 0 and other else (second, first)

@@ -50,7 +50,7 @@ def _exact_figure(value: float | None, unit: str) -> str:
         case "s":
             return format_seconds(float(value))
         case "ratio":
-            return f"{float(value):.4g}x"
+            return f"{float(value):.3g}x"
     return str(value)
 
 

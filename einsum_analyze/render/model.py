@@ -61,9 +61,12 @@ def summary_table(report: Report) -> Table:
     else:
         table.add_row("equation", wrap_equation(report.equation.explicit, 36))
     table.add_row("dtype", report.dtype)
-    table.add_row("FLOPs", format_count(plan.user_flops))
     if plan.user_flops != plan.flops:
+        # A size-1 dimension broadcasts: opt_einsum counts it at full size, the path not.
+        table.add_row("FLOPs, opt_einsum's count", format_count(plan.user_flops))
         table.add_row("after normalisation", format_count(plan.flops))
+    else:
+        table.add_row("FLOPs", format_count(plan.flops))
     table.add_row("naive FLOPs (one einsum)", format_count(plan.naive_flops))
     speedup = plan.speedup
     table.add_row(

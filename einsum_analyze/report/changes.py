@@ -22,6 +22,7 @@ __all__ = [
     "notch_of",
     "median_of",
     "number_of",
+    "presence",
     "runs_by_key",
     "union",
 ]
@@ -92,6 +93,15 @@ class Change:
     def fact(self, key: str) -> int | float | str | None:
         """One entry of :attr:`context`, ``None`` when absent."""
         return dict(self.context).get(key)
+
+
+def presence(before: object, after: object) -> ChangeStatus | None:
+    """``"added"``, ``"removed"`` or ``"unchanged"`` when a side is absent, else ``None``."""
+    if before is None:
+        return "unchanged" if after is None else "added"
+    if after is None:
+        return "removed"
+    return None
 
 
 def number_of(value: object) -> int | float | None:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputFileError
-from .changes import Change, ChangeStatus, number_of, runs_by_key, union
+from .changes import Change, ChangeStatus, number_of, presence, runs_by_key, union
 from .compare_times import TIME_RULES, TimeRule, compare_run_times
 from .report import SCHEMA_VERSION
 from .saved import (
@@ -208,14 +208,11 @@ def _add(
     after: int | float | None,
 ) -> None:
     """An exact figure: any increase regresses, any decrease improves."""
-    status: ChangeStatus = (
-        "unchanged" if before is None and after is None
-        else "added" if before is None
-        else "removed" if after is None
-        else "regressed" if after > before
-        else "improved" if after < before
-        else "unchanged"
-    )
+    status = presence(before, after)
+    if status is None:
+        assert before is not None and after is not None
+        status = ("regressed" if after > before else "improved" if after < before
+                  else "unchanged")
     changes.append(Change(case=case, subject=subject, figure=figure, unit=unit, before=before,
                           after=after, rule="exact", status=status))
 

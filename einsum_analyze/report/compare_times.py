@@ -30,6 +30,7 @@ from .changes import (
     beyond,
     median_of,
     notch_of,
+    presence,
     runs_by_key,
     union,
 )
@@ -132,11 +133,9 @@ def _ratio_change(
     after: tuple[float, float] | None, tolerance: float, stats_before: object,
     stats_after: object,
 ) -> Change:
-    status: ChangeStatus
-    if before is None or after is None:
-        status = "unchanged" if before is None and after is None else (
-            "added" if before is None else "removed")
-    else:
+    status = presence(before, after)
+    if status is None:
+        assert before is not None and after is not None
         (r_before, s_before), (r_after, s_after) = before, after
         margin = r_before * (tolerance + s_before) + r_after * s_after
         status = _judge(r_before, r_after, margin)
@@ -152,11 +151,9 @@ def _seconds_change(case: str | None, key: str, figure: str, old: object, new: o
                     tolerance: float) -> Change:
     before, after = median_of(old), median_of(new)
     spread = notch_of(old) + notch_of(new)
-    status: ChangeStatus
-    if before is None or after is None:
-        status = "unchanged" if before is None and after is None else (
-            "added" if before is None else "removed")
-    else:
+    status = presence(before, after)
+    if status is None:
+        assert before is not None and after is not None
         status = _judge(before, after, before * tolerance + spread)
     return Change(case=case, subject=key, figure=figure, unit="s", before=before,
                   after=after, rule="relative", status=status,

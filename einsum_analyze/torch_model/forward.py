@@ -254,6 +254,8 @@ class _Forward:
     live: dict[str, int] = field(default_factory=dict)  # allocated storage -> elements
     kept: dict[str, int] = field(default_factory=dict)  # storages autograd keeps
     flops: int = 0
+    made: list[str] = field(default_factory=list)  # allocated since the last release
+    rank: dict[str, int] = field(default_factory=dict)  # storage -> allocation number
 
     def alloc(self, name: str, elements: int, inputs: tuple[str, ...], equation: str,
               flops: int = 0, op: Operation = "contract") -> None:
@@ -261,10 +263,21 @@ class _Forward:
                                  phase="forward", op=op, inputs=inputs,
                                  equation=equation, flops=flops))
         self.live[name] = elements
+        self.rank[name] = len(self.rank)
+        self.made.append(name)
         self.flops += flops
 
-    def release(self, referenced: set[str]) -> None:
-        for name in [n for n in self.live if n not in referenced and n not in self.kept]:
+    def release(self, consumed: Iterable[str], references: Mapping[str, int]) -> None:
+        """Free, in allocation order, what no operand left references and autograd keeps not.
+
+        Only a storage made since the last release or just consumed can have become
+        unreferenced (``references``: how many remaining operands hold each storage), so
+        a step's release looks at those alone, not at everything alive.
+        """
+        loose = {n for n in (*self.made, *consumed)
+                 if n in self.live and n not in self.kept and not references.get(n)}
+        self.made.clear()
+        for name in sorted(loose, key=self.rank.__getitem__):
             self.events.append(Event(kind="free", tensor=name, elements=self.live.pop(name),
                                      phase="forward"))
 
@@ -299,11 +312,16 @@ def torch_autograd_schedule(
             counts[d] = counts.get(d, 0) + 1
     path = torch_einsum_path(eq, strategy)
     ops = list(operands)
+    references: dict[str, int] = {}  # storage -> operands in ops that hold it
+    for t in ops:
+        references[t.storage] = references.get(t.storage, 0) + 1
     steps: list[TorchStep] = []
     backs: list[PairBackward] = []
     for number, (i, j) in enumerate(path):
         a, b = ops[i], ops[j]
         del ops[j], ops[i]
+        references[a.storage] -= 1
+        references[b.storage] -= 1
         sum_dims: list[int] = []
         private: tuple[list[int], list[int]] = ([], [])
         for d in sorted(a.sizes.keys() | b.sizes.keys()):
@@ -401,7 +419,8 @@ def torch_autograd_schedule(
         fwd.alloc(name, math.prod(out_sizes.values()), (left.storage, right.storage),
                   f"{left.term},{right.term}->{term}", flops)
         ops.append(result)
-        fwd.release({t.storage for t in ops})
+        references[result.storage] = references.get(result.storage, 0) + 1
+        fwd.release((a.storage, b.storage), references)
         reductions = sum(count_flops(math.prod(t.sizes.values()), True, 1)
                          for t, dims in zip((a, b), private, strict=True) if dims)
         steps.append(TorchStep(

@@ -152,9 +152,9 @@ def _hold(ctx: Any, plan: DropinPlan, saved: list[torch.Tensor],
     them.
     """
     ctx.held = [saved]
-    ctx.versions = tuple(t._version for t in saved)  # noqa: SLF001
+    ctx.versions = [t._version for t in saved]  # noqa: SLF001
     ctx.operands = operands
-    ctx.operand_versions = tuple(t._version for t in operands)  # noqa: SLF001
+    ctx.operand_versions = [t._version for t in operands]  # noqa: SLF001
     ctx.equation = plan.equation
 
 
@@ -174,7 +174,8 @@ def _take_saved(ctx: Any) -> list[torch.Tensor]:
             "tensors after they have already been freed): einsum_analyze.torch.einsum "
             "frees its saved tensors in backward; specify retain_graph=True to keep them")
     saved: list[torch.Tensor] = ctx.held[-1]
-    _check_versions(saved, ctx.versions)
+    if [t._version for t in saved] != ctx.versions:  # noqa: SLF001
+        _check_versions(saved, ctx.versions)
     if _keep_graph():
         return list(saved)
     return ctx.held.pop()  # type: ignore[no-any-return]
@@ -191,9 +192,8 @@ def _check_versions(tensors: Sequence[torch.Tensor], versions: Sequence[int]) ->
                 "einsum_analyze.torch.einsum)")
 
 
-def _keep_graph() -> bool:
-    """Whether the backward running now retains the graph (``retain_graph=True``)."""
-    return bool(torch._C._autograd._get_current_graph_task_keep_graph())  # noqa: SLF001
+_keep_graph: Callable[[], bool] = torch._C._autograd._get_current_graph_task_keep_graph  # noqa: SLF001
+"""Whether the backward running now retains the graph (``retain_graph=True``)."""
 
 
 def _differentiable_gradients(ctx: Any, upstream: torch.Tensor,
@@ -264,6 +264,11 @@ class EagerContract(torch.autograd.Function):
         out: torch.Tensor = live[plan.output]
         if plan.output_may_alias:
             out = _own(out, tensors)
+        elif out._base is not None:  # noqa: SLF001
+            # A view of a tensor the kernels made (a bmm's result seen in the output's
+            # labels): returned as a plain tensor over the same storage, so that the
+            # caller may modify it in place as torch.einsum's result.
+            out = out.detach()
         ctx.plan = plan
         _hold(ctx, plan, [live[name] for name in plan.saved_names], operands)
         ctx.set_materialize_grads(False)

@@ -35,7 +35,7 @@ from ..errors import DropinError, DropinValueError, EinsumAnalyzeError
 from ..strategies import StrategyResult
 from .calls import TORCH_EINSUM, same_layout, torch_layout
 from .choice import choose_dropin
-from .relayout import with_layout_copy
+from .relayout import with_layout_copy, written_in_layout
 
 __all__ = [
     "DTYPE_NAMES",
@@ -262,10 +262,20 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
     from ..model.equation import parse_equation
 
     eq = parse_equation(equation, shapes)
-    compiled = compile_schedule(result.events, result.sizes(eq.size_dict))
+    sizes = result.sizes(eq.size_dict)
+    compiled = compile_schedule(result.events, sizes)
     torch_dtype = getattr(torch, dtype)
     operands = [torch.empty(shape, dtype=torch_dtype, device="meta") for shape in shapes]
     live = run_compiled(compiled.forward, {f"in{k}": t for k, t in enumerate(operands)})
+    if torch_result is not None and not same_layout(
+            torch_result[0], torch_result[1], _layout(live[compiled.output])[1]):
+        # torch's layout written by the last step itself, where a kernel can: no copy
+        direct = written_in_layout(result, compiled.output, torch_result, sizes)
+        if direct is not None:
+            again = compile_schedule(direct.events, sizes)
+            relive = run_compiled(again.forward, {f"in{k}": t for k, t in enumerate(operands)})
+            if same_layout(torch_result[0], torch_result[1], _layout(relive[again.output])[1]):
+                result, compiled, live = direct, again, relive
     read = {name for e in result.events if e.phase == "backward" for name in e.inputs}
     needed = [name for name in live if name in read and name != compiled.output]
     saved_operands = tuple(sorted(
@@ -443,16 +453,21 @@ def plan_eager_call(fast: tuple[Any, ...], operands: Sequence[torch.Tensor], equ
 
 
 @torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
-def traced_runs_torch(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
-                      device: str, mask: tuple[bool, ...], strategy: str, optimize: str,
-                      budget: int) -> bool:
+def traced_runs_torch(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: torch.dtype,
+                      device: torch.device, mask: tuple[bool, ...], strategy: str,
+                      optimize: str, budget: int) -> bool:
     """Whether a traced call runs torch.einsum itself (its plan's ``runs_torch``).
 
     A compiler calls this once while it traces, with the call's static sizes, and keeps
     the answer as a constant: the graph then holds torch.einsum, which the compiler
-    lowers as it lowers any torch.einsum, or else the custom op of the plan.
+    lowers as it lowers any torch.einsum, or else the custom op of the plan. The
+    arguments are the call's own values, converted here, outside the trace.
     """
-    return get_plan(equation, shapes, dtype, device, mask, strategy, optimize,
+    name = DTYPE_NAMES.get(dtype)
+    if name is None:
+        return False  # the custom op raises torch's error
+    sizes = tuple(tuple(int(size) for size in shape) for shape in shapes)
+    return get_plan(equation, sizes, name, str(device), tuple(mask), strategy, optimize,
                     budget).runs_torch
 
 

@@ -127,3 +127,15 @@ if __name__ == "__main__":
         update()
     else:
         sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_ci_compare_example_is_what_compare_prints():
+    """docs/ci.md's ratio example: the two reports it was measured from are kept."""
+    page = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    shown = re.search(r"```text\n(Regression: run independent.*?)```", page, re.S).group(1)
+    reports = ROOT / "tests" / "docs" / "reports"
+    result = CliRunner().invoke(cli, ["compare", str(reports / "slowdown_before.json"),
+                                      str(reports / "slowdown_after.json")],
+                                catch_exceptions=False)
+    assert result.exit_code == 1
+    assert result.stderr == shown

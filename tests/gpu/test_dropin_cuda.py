@@ -67,6 +67,9 @@ def test_cuda_gradients_and_peak(case: dict[str, Any]) -> None:
 
 
 @pytest.mark.gpu
+# The graph holds torch.einsum itself where the drop-in runs it (no plan beats it), and
+# inductor warns that float32 products could use TF32: advice, not a fault.
+@pytest.mark.filterwarnings("ignore:TensorFloat32 tensor cores:UserWarning")
 def test_cuda_compiled_module_matches_eager() -> None:
     import torch
 

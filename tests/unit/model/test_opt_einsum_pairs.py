@@ -77,3 +77,17 @@ def test_without_broadcasting_there_is_one_figure():
     forward = analyze("ab,bc->ac", [(2, 3), (3, 4)], strategies=None).to_dict()["forward"]
     assert forward["flops"] == 48
     assert "flops_after_normalisation" not in forward
+
+
+def test_the_summary_shows_both_figures():
+    from click.testing import CliRunner
+
+    from einsum_analyze.cli import cli
+
+    result = CliRunner().invoke(cli, ["ijk,kl,jl,i->i", "--shapes", "1x5x4,4x6,5x6,10",
+                                      "--device", "none", "--strategy", "none"],
+                                catch_exceptions=False)
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip()
+            for line in result.stdout.splitlines() if line.count("│") == 3}
+    assert rows["FLOPs, opt_einsum's count"] == "650"
+    assert rows["after normalisation"] == "290"

@@ -240,26 +240,33 @@ def test_a_failing_call_caches_nothing() -> None:
     assert dropin.cache_info().size == 0
 
 
-def test_a_layout_copy_is_counted_in_the_plan() -> None:
-    plan = get_plan("ij,jk->ik", ((3, 4), (4, 5)), "float64", "cpu", (True, True),
-                    "reverse", "auto", NO_BUDGET)
-    assert plan.relayout == ((3, 5), (5, 1))
-    copy = [e for e in plan.result.events if e.op == "slice_copy"]
-    assert [e.elements for e in copy] == [15]
-    a, b = _pair()
-    assert einsum("ij,jk->ik", a, b, strategy="reverse").view(-1).shape == (15,)
+def test_torch_layout_is_written_directly_or_copied_and_counted() -> None:
     from einsum_analyze import analyze
     from einsum_analyze.roofline import NOMINAL
     from einsum_analyze.roofline.time_model import predict_time
 
-    (plain,) = analyze("ij,jk->ik", [(3, 4), (4, 5)], dtype="float64", grad=[0, 1],
+    # a product of two operands: the last kernel writes torch's layout, no copy
+    pair = get_plan("ij,jk->ik", ((3, 4), (4, 5)), "float64", "cpu", (True, True),
+                    "reverse", "auto", NO_BUDGET)
+    assert pair.relayout is None and pair.forward_layouts[0] == ((3, 5), (5, 1))
+    assert not [e for e in pair.result.events if e.op == "slice_copy"]
+    a, b = _pair()
+    assert einsum("ij,jk->ik", a, b, strategy="reverse").view(-1).shape == (15,)
+    # the last product reads an intermediate: the result is copied into torch's layout
+    equation, shapes = "ij,jk,kl->il", ((3, 4), (4, 5), (5, 6))
+    chain = get_plan(equation, shapes, "float64", "cpu", (True,) * 3, "reverse", "auto",
+                     NO_BUDGET)
+    want = TORCH_EINSUM(equation, *(torch.empty(s, device="meta") for s in shapes))
+    assert chain.relayout == ((3, 6), want.stride())
+    assert [e.elements for e in chain.result.events if e.op == "slice_copy"] == [18]
+    (plain,) = analyze(equation, list(shapes), dtype="float64", grad=[0, 1, 2],
                        strategies=["reverse"]).strategies
-    sizes = {"i": 3, "j": 4, "k": 5}
+    sizes = {"i": 3, "j": 4, "k": 5, "l": 6}
     timed = [predict_time(r.events, sizes, 8, NOMINAL["cpu"], "float64")
-             for r in (plain, plan.result)]
-    assert timed[1].forward_s > timed[0].forward_s  # the copy is counted in time too
-    assert plan.result.memory.forward_peak_bytes == (plain.memory.forward_peak_bytes
-                                                     + 15 * 8)
+             for r in (plain, chain.result)]
+    assert timed[1].forward_s > timed[0].forward_s  # the copy is counted in time
+    assert chain.result.memory.forward_peak_bytes == (plain.memory.forward_peak_bytes
+                                                      + 18 * 8)
 
 
 def test_plans_whose_backward_does_not_read_operand_0_build() -> None:
@@ -274,3 +281,16 @@ def test_plans_whose_backward_does_not_read_operand_0_build() -> None:
     (got,) = torch.autograd.grad(y.sum(), a)
     (want,) = torch.autograd.grad(TORCH_EINSUM("ij,jk,kl->il", a, b, c).sum(), a)
     torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_result_may_be_modified_in_place_as_torch_einsums(strategy: str,
+                                                             eager_path: str) -> None:
+    def run(op: Any) -> tuple[torch.Tensor, ...]:
+        a, b = (t.requires_grad_() for t in _pair())
+        y = op("ij,jk->ik", a, b)
+        y.mul_(2).add_(1)  # what models do to attention scores (Funnel's, for one)
+        return (y.detach(), *torch.autograd.grad(y.square().sum(), (a, b)))
+
+    ours = run(lambda *args: einsum(*args, strategy=strategy))
+    torch.testing.assert_close(ours, run(TORCH_EINSUM))
