@@ -116,7 +116,7 @@ def test_cli_announces_and_stops_the_search():
     assert result.exit_code == 0, result.stderr
     first = result.stderr.splitlines()[0]
     assert first.startswith("note: searching the forward pass's path with 'optimal'")
-    assert "stops after 0.3 s (--max-search-time)" in first
+    assert "stops after 300 ms (--max-search-time)" in first
     data = json.loads(result.stdout)
     assert any("optimal stopped searching" in w for w in data["warnings"])
 
