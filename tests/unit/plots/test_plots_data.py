@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
-import jsonschema
+from report_schema import validate_report
 
 from einsum_analyze import analyze
 from einsum_analyze.plots import figure_data
 from einsum_analyze.plots.html import embed_json, inline_svg
 from einsum_analyze.plots.layout import labelled_nodes, layout_tree
-from einsum_analyze.report import load_schema
 from einsum_analyze.runs.timeline import allocated_from_trace
 
 ALL = ("reverse", "independent", "torch-autograd", "checkpoint")
@@ -19,7 +18,7 @@ ALL = ("reverse", "independent", "torch-autograd", "checkpoint")
 def test_tree_and_timeline_in_the_json() -> None:
     report = analyze("ab,bc,cd->ad", [(2, 3), (3, 4), (4, 5)], strategies=ALL)
     data = json.loads(json.dumps(report.to_dict()))
-    jsonschema.validate(data, load_schema())
+    validate_report(data)
     tree = data["forward"]["tree"]
     # ab,bc -> ca (id 3, b summed), then ca,cd -> ad (id 4, c summed); float32.
     assert tree == {"parent": [3, 3, 4, 4, -1], "bytes": [24, 48, 80, 32, 40],
