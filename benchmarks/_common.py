@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 import platform
+import time
+from collections.abc import Callable
+
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter,
+                                          "cpu": time.process_time}
+"""``--clock`` of the drop-in and model benchmarks: wall time, or the process's CPU time
+(all its threads), which on a shared CPU leaves out the time other processes hold the
+cores."""
 
 
 def scaled(shapes: list[list[int]], factor: int) -> list[list[int]]:
