@@ -152,9 +152,9 @@ def _hold(ctx: Any, plan: DropinPlan, saved: list[torch.Tensor],
     them.
     """
     ctx.held = [saved]
-    ctx.versions = tuple(t._version for t in saved)  # noqa: SLF001
+    ctx.versions = [t._version for t in saved]  # noqa: SLF001
     ctx.operands = operands
-    ctx.operand_versions = tuple(t._version for t in operands)  # noqa: SLF001
+    ctx.operand_versions = [t._version for t in operands]  # noqa: SLF001
     ctx.equation = plan.equation
 
 
@@ -174,7 +174,8 @@ def _take_saved(ctx: Any) -> list[torch.Tensor]:
             "tensors after they have already been freed): einsum_analyze.torch.einsum "
             "frees its saved tensors in backward; specify retain_graph=True to keep them")
     saved: list[torch.Tensor] = ctx.held[-1]
-    _check_versions(saved, ctx.versions)
+    if [t._version for t in saved] != ctx.versions:  # noqa: SLF001
+        _check_versions(saved, ctx.versions)
     if _keep_graph():
         return list(saved)
     return ctx.held.pop()  # type: ignore[no-any-return]
@@ -191,9 +192,8 @@ def _check_versions(tensors: Sequence[torch.Tensor], versions: Sequence[int]) ->
                 "einsum_analyze.torch.einsum)")
 
 
-def _keep_graph() -> bool:
-    """Whether the backward running now retains the graph (``retain_graph=True``)."""
-    return bool(torch._C._autograd._get_current_graph_task_keep_graph())  # noqa: SLF001
+_keep_graph: Callable[[], bool] = torch._C._autograd._get_current_graph_task_keep_graph  # noqa: SLF001
+"""Whether the backward running now retains the graph (``retain_graph=True``)."""
 
 
 def _differentiable_gradients(ctx: Any, upstream: torch.Tensor,
