@@ -143,14 +143,14 @@ class _AnalyzeCommand(OneLineErrors):
 @click.option(
     "--sizes",
     metavar="SIZES",
-    help="Size of every index instead of --shapes: b=512,c=2,...",
+    help="The size of every index, instead of --shapes: b=512,c=2,...",
 )
 @click.option(
     "--optimize",
     type=click.Choice(OPTIMIZERS, case_sensitive=False),
     default="auto",
     show_default=True,
-    help="opt_einsum path optimizer.",
+    help="The opt_einsum optimizer that plans the forward path.",
 )
 @click.option(
     "--max-search-time",
@@ -199,7 +199,7 @@ class _AnalyzeCommand(OneLineErrors):
     type=click.Choice(get_args(DType)),
     default="float32",
     show_default=True,
-    help="Element type for byte figures.",
+    help="The element type the byte figures count.",
 )
 @click.option(
     "--precision",
@@ -245,11 +245,11 @@ class _AnalyzeCommand(OneLineErrors):
     help=f"Executor for our strategies: {backend_help()}.",
 )
 @click.option("--repeats", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Timed blocks per phase.")
+              help="How many timed blocks each phase (forward, backward) gets.")
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True,
-              help="Untimed calls before timing.")
+              help="How many untimed calls come before the timed ones.")
 @click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the random operands.")
+              help="The seed of the random operands.")
 @click.option(
     "--max-memory",
     metavar="BYTES",
@@ -257,7 +257,8 @@ class _AnalyzeCommand(OneLineErrors):
     "...); torch-autograd's and opt_einsum-torch's predicted peak get a 25% margin.",
 )
 @click.option("--force", is_flag=True,
-              help="Run on cpu even when the predicted time is far beyond reason.")
+              help="Run even when the predicted time is far beyond reason: a cpu run over "
+              "120 s per training step, or counts (--repeats, --warmup) over an hour.")
 @click.option(
     "--json",
     "json_path",

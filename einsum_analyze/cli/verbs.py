@@ -25,8 +25,9 @@ Rules:
   peak_bytes; each run's measured peak and retained bytes). Timings (each run's
   median forward_s and backward_s) are divided by the torch-autograd baseline's,
   measured in the same report, so that the load of the moment cancels; they
-  regress when the ratio grows by more than --tolerance plus the recorded
-  spreads. --times seconds compares the seconds themselves. A budget that fails
+  regress when the ratio grows by more than --tolerance plus the medians'
+  notches (1.57 IQR / sqrt(blocks), each report records both). --times seconds
+  compares the seconds themselves. A budget that fails
   after and did not before is a regression. Batch reports are matched case by
   case, by name; a case that now fails to analyse is a regression; added or
   removed strategies, runs and cases are listed, not regressions.
@@ -61,7 +62,8 @@ Exit codes:
     type=click.FloatRange(min=0),
     default=0.05,
     show_default=True,
-    help="Relative tolerance for timings (0.05: 5 %). FLOPs and modelled memory are exact.",
+    help="Relative tolerance for timings (0.05: 5 %), on their ratios or their seconds. "
+    "FLOPs and modelled memory are exact.",
 )
 @click.option(
     "--times",

@@ -95,7 +95,7 @@ def _blocks(order: Sequence[str], first: Sequence[str], second: Sequence[str],
 
 
 def _elements(labels: Sequence[str], sizes: Mapping[str, int]) -> int:
-    return math.prod(sizes[char] for char in labels)
+    return math.prod(map(sizes.__getitem__, labels))
 
 
 def _prepare(
@@ -103,6 +103,8 @@ def _prepare(
 ) -> tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...], int]:
     """Sum away ``private`` labels; returns (order, dense, reduce, keep, workspace)."""
     order, dense = layout.memory, layout.dense
+    if not private:  # the usual case: nothing to sum
+        return order, dense, (), (), 0
     reduce = tuple(char for char in order if char in private)
     if not reduce:
         return order, dense, (), (), 0

@@ -10,13 +10,12 @@ import string
 import subprocess
 import sys
 
-import jsonschema
 import opt_einsum
 import pytest
 from click.testing import CliRunner
+from report_schema import validate_report
 
 from einsum_analyze.cli import cli
-from einsum_analyze.report import load_schema
 
 README = ["bc,bd,cm,mdn->bn", "--shapes", "512x2,512x2,2x7,7x2x7"]
 CHAIN = ["ab,bc,cd->ad", "--sizes", "a=2,b=3,c=4,d=5"]
@@ -70,7 +69,7 @@ def test_json_to_stdout_is_pure_json():
     assert result.exit_code == 0
     assert result.stderr == ""
     data = json.loads(result.stdout)  # nothing but JSON
-    jsonschema.validate(data, load_schema())
+    validate_report(data)
     assert data["schema_version"] == 2
     assert data["equation"] == "bc,bd,cm,mdn->bn"
     assert data["shapes"] == [[512, 2], [512, 2], [2, 7], [7, 2, 7]]

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
-import jsonschema
 import pytest
 from click.testing import CliRunner
+from report_schema import validate_report
 
 from einsum_analyze.cli import cli
-from einsum_analyze.report import load_schema
 
 TUCKER = ["abc,ai,bj,ck->ijk", "--sizes", "a=16,b=16,c=16,i=8,j=8,k=8"]
 
@@ -27,7 +26,7 @@ def test_nominal_roofline_table_and_json(columns):
     assert all(len(line) <= columns for line in result.stdout.splitlines())
     data = json.loads(invoke(*TUCKER, "--device", "none", "--roofline", "h200",
                              "--json", "-").stdout)
-    jsonschema.validate(data, load_schema())
+    validate_report(data)
     section = data["roofline"]
     assert section["profile"]["source"] == "nominal"
     assert [s["strategy"] for s in section["strategies"]] == [
@@ -88,7 +87,7 @@ def test_profile_steps_on_cpu(tmp_path, columns):
     assert "Roofline (CALIBRATED cpu" in result.stdout
     assert all(len(line) <= columns for line in result.stdout.splitlines())
     data = json.loads(out.read_text())
-    jsonschema.validate(data, load_schema())
+    validate_report(data)
     (calibration,) = data["environment"]["calibration"]
     assert calibration["device"] == "cpu" and calibration["flops_per_s"] > 0
     assert data["roofline"]["profile"]["source"] == "calibrated"

@@ -242,3 +242,13 @@ def test_plot_refuses_a_hand_edited_report_in_one_line(tmp_path: Path, name: str
     line = _one_error(result)
     assert f"'{report}'" in line, line
     assert not (tmp_path / "p.svg").exists()
+
+
+def test_budget_lines_on_stderr_use_the_formatter_of_the_tables() -> None:
+    from einsum_analyze.render.checks import budget_failure_lines
+    from einsum_analyze.report.report import BudgetCheck
+
+    check = BudgetCheck(name="max-time", subject="run 0 (reverse, torch, cpu)",
+                        limit=1e-06, value=0.00443843, unit="s")
+    assert budget_failure_lines([check]) == [
+        "Budget exceeded: max-time on run 0 (reverse, torch, cpu): 4.44 ms > limit 1 us"]

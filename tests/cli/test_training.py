@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import re
 
-import jsonschema
 import pytest
 from click.testing import CliRunner
+from report_schema import validate_comparison, validate_report
 
 from einsum_analyze import analyze, execute
 from einsum_analyze.analysis import analyze_case, run_cases
 from einsum_analyze.cli import cli
-from einsum_analyze.report import load_schema
 from einsum_analyze.report.cases import CaseDefaults, parse_cases
 from einsum_analyze.report.compare import compare_reports
 
@@ -33,7 +32,7 @@ def test_a_limit_list_prints_one_row_per_limit_and_json_rows():
         assert re.search(rf"\n *(limit +)?{limit}( |\n)", table), limit
     assert "Recommended (time)" in result.stdout
     data = json.loads(invoke(*CHAIN, "--memory-limit", "none,100", "--json", "-").stdout)
-    jsonschema.validate(data, load_schema())
+    validate_report(data)
     assert [row["limit"] for row in data["memory_limits"]] == ["none", "100"]
 
 
@@ -94,7 +93,7 @@ def test_the_recommended_plan_is_among_the_runs_with_ratios_to_torch():
     assert runs[0].max_grad_error is not None and runs[0].max_grad_error < 1e-4
     measured = done.recommended.measured
     assert measured and measured[0]["device"] == "cpu" and "time_vs_torch" in measured[0]
-    jsonschema.validate(done.to_dict(), load_schema())
+    validate_report(done.to_dict())
 
 
 def test_a_recommended_plan_on_another_path_runs_under_its_own_label():
@@ -172,12 +171,10 @@ def test_the_search_imports_neither_torch_click_nor_rich():
 
 
 def test_comparisons_of_sweeps_validate_against_the_comparison_schema():
-    from einsum_analyze.report.compare import load_comparison_schema
-
     eq, shapes = "abc,bd,de,ef->af", [(8, 6, 5), (6, 40), (40, 40), (40, 3)]
     before = analyze(eq, shapes, memory_limit="none,100", objective="flops").to_dict()
     after = analyze(eq, shapes, memory_limit="none,100,max_input", objective="flops").to_dict()
-    jsonschema.validate(compare_reports(before, after).to_dict(), load_comparison_schema())
+    validate_comparison(compare_reports(before, after).to_dict())
 
 
 def test_a_cases_file_budget_nothing_reaches_exits_1(tmp_path):

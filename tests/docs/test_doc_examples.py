@@ -139,3 +139,20 @@ def test_ci_compare_example_is_what_compare_prints():
                                 catch_exceptions=False)
     assert result.exit_code == 1
     assert result.stderr == shown
+
+
+def test_readme_recommendation_is_what_the_tool_prints():
+    """The README's recommendation example, rerun (its search time aside, it is exact)."""
+    page = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown = re.search(r"```text\n(Recommended .*?)```", page, re.S).group(1)
+    args = ["bc,bd,cm,mdn->bn", "--shapes", "512x2,512x2,2x7,7x2x7", "--device", "none",
+            "--budget", "48KiB"]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "100"}, catch_exceptions=False)
+    assert result.exit_code == 0
+    assert " ".join(shown.split()) in " ".join(result.stdout.split())
+    for figure in ("reverse", "52.88 KiB", "independent", "52.60 KiB", "torch-autograd",
+                   "64.88 KiB", "47.98 KiB"):
+        assert figure in result.stdout
+    tighter = CliRunner().invoke(cli, [*args[:-1], "40KiB"], env={"COLUMNS": "100"},
+                                 catch_exceptions=False)
+    assert tighter.exit_code == 1 and "EXCEEDED" in tighter.stdout

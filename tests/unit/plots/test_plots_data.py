@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
-import jsonschema
+from report_schema import validate_report
 
 from einsum_analyze import analyze
 from einsum_analyze.plots import figure_data
 from einsum_analyze.plots.html import embed_json, inline_svg
 from einsum_analyze.plots.layout import labelled_nodes, layout_tree
-from einsum_analyze.report import load_schema
 from einsum_analyze.runs.timeline import allocated_from_trace
 
 ALL = ("reverse", "independent", "torch-autograd", "checkpoint")
@@ -19,7 +18,7 @@ ALL = ("reverse", "independent", "torch-autograd", "checkpoint")
 def test_tree_and_timeline_in_the_json() -> None:
     report = analyze("ab,bc,cd->ad", [(2, 3), (3, 4), (4, 5)], strategies=ALL)
     data = json.loads(json.dumps(report.to_dict()))
-    jsonschema.validate(data, load_schema())
+    validate_report(data)
     tree = data["forward"]["tree"]
     # ab,bc -> ca (id 3, b summed), then ca,cd -> ad (id 4, c summed); float32.
     assert tree == {"parent": [3, 3, 4, 4, -1], "bytes": [24, 48, 80, 32, 40],
@@ -148,3 +147,19 @@ def test_runs_figure_names_the_costliest_step() -> None:
     draw_runs((left, right), [bar])
     texts = [t.get_text() for t in left.texts]
     assert "#3 d0 67%" in texts
+
+
+def test_the_budget_and_the_recommended_plan_are_drawn() -> None:
+    # bc,bd,cm,mdn->bn at b=512 under 60 KiB: the plan recommended is reverse on a path
+    # other than the report's (greedy under a tighter limit), so its timeline is its own.
+    report = analyze("bc,bd,cm,mdn->bn", [(512, 2), (512, 2), (2, 7), (7, 2, 7)],
+                     budget="60KiB")
+    data = json.loads(json.dumps(report.to_dict()))
+    jsonschema.validate(data, load_schema())
+    figures = figure_data(data)
+    assert figures.budget_bytes == 60 * 1024
+    recommended = data["recommended"]
+    own = [s for s in figures.timeline if s.name.startswith(recommended["run_label"])]
+    assert len(own) == 1 and own[0].peak_bytes == recommended["peak_bytes"]
+    assert max(own[0].high_bytes) == recommended["peak_bytes"] <= figures.budget_bytes
+    assert figure_data(analyze("ab,bc->ac", [(2, 3), (3, 4)]).to_dict()).budget_bytes is None

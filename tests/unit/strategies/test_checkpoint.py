@@ -10,17 +10,16 @@ import itertools
 import json
 import math
 
-import jsonschema
 import pytest
 from corpus import CASES, by_name
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from report_schema import validate_report
 from strategies import einsum_problems
 
 import einsum_analyze.strategies.checkpoint as checkpoint_module
 import einsum_analyze.strategies.checkpoint_schedule as checkpoint_schedule_module
 from einsum_analyze import Plan, PlanningError, analyze, execute, parse_equation, plan_contraction
-from einsum_analyze.report import load_schema
 from einsum_analyze.strategies import build_strategy, get_strategy, strategy_names
 from einsum_analyze.strategies.checkpoint import (
     EXACT_LIMIT,
@@ -430,7 +429,7 @@ def test_the_json_entry_has_the_checkpoint_section_and_validates():
     report = analyze(*CHAIN4, dtype="float64", strategies=["reverse", "checkpoint"],
                      strategy_options={"checkpoint": {"keep": [5]}})
     data = json.loads(json.dumps(report.to_dict()))
-    jsonschema.validate(data, load_schema())
+    validate_report(data)
     reverse, entry = data["strategies"]
     assert "checkpoint" not in reverse
     assert entry["name"] == "checkpoint"
