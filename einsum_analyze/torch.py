@@ -39,7 +39,13 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 
 from .errors import DropinError, DropinValueError
-from .training.calls import TORCH_EINSUM, check_options, read_call
+from .training.calls import (
+    TORCH_EINSUM,
+    check_options,
+    read_call,
+    same_layout,
+    strided_layout,
+)
 from .training.choice import NO_BUDGET, check_plan_s, planning_time
 from .training.node import apply_eager, contract, forward_output
 from .training.plans import (
@@ -144,16 +150,38 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         if plan.runs_torch:  # no plan of ours is predicted to beat it
             return plan.call_torch(equation, operands)
         tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
-        if not any(mask):
-            return forward_output(plan, tensors)
-        return apply_eager(plan, given, *tensors)
+        result = forward_output(plan, tensors) if not any(mask) else apply_eager(
+            plan, given, *tensors)
+        for t, made in zip(operands, tensors, strict=True):  # a loop: no generator on the hot path
+            if t is not made:
+                return _strided_like_torch(result, equation, operands)
+        return result
     if traced_runs_torch(equation, tuple(tuple(t.shape) for t in operands), dtype, device,
                          tuple(mask), strategy, optimize, budget_value):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     outputs: list[torch.Tensor] = contract(tensors, equation, strategy, optimize,
                                            budget_value, mask)
+    if not compiling and any(t is not made for t, made in zip(operands, tensors, strict=True)):
+        return _strided_like_torch(outputs[0], equation, operands)
     return outputs[0]
+
+
+def _strided_like_torch(result: torch.Tensor, equation: str,
+                        operands: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """``result``, copied into torch.einsum's layout for these non-contiguous operands.
+
+    The plan's layout is torch's for contiguous operands; torch's result follows its
+    operands' strides where it is a view of one or an elementwise product, so that
+    ``ij->ji`` of a transposed operand is contiguous there. The copy is differentiable
+    and is not in the plan's model (nor are the operands' contiguous copies).
+    """
+    shape, strides = strided_layout(equation, tuple(tuple(t.shape) for t in operands),
+                                    tuple(t.stride() for t in operands), operands[0].dtype)
+    if same_layout(shape, result.stride(), strides):
+        return result
+    relaid = torch.empty_strided(shape, strides, dtype=result.dtype, device=result.device)
+    return relaid.copy_(result)
 
 
 def _uniform(operands: tuple[Any, ...], device: torch.device, dtype: torch.dtype) -> bool:

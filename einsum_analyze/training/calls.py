@@ -24,6 +24,7 @@ any :func:`einsum_analyze.torch.patch`.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,7 +34,8 @@ import torch.functional
 
 from ..errors import DropinError, DropinValueError, EinsumAnalyzeError
 
-__all__ = ["TORCH_EINSUM", "check_options", "read_call", "same_layout", "torch_layout"]
+__all__ = ["TORCH_EINSUM", "check_options", "read_call", "same_layout", "strided_layout",
+           "torch_layout"]
 
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -120,6 +122,23 @@ def torch_layout(equation: str, shapes: Sequence[Sequence[int]], dtype: str) -> 
         raise DropinValueError(_one_line(err)) from None
     except (RuntimeError, TypeError, IndexError) as err:
         raise DropinError(_one_line(err)) from None
+    return tuple(result.shape), tuple(result.stride())
+
+
+@functools.lru_cache(maxsize=256)
+def strided_layout(equation: str, shapes: tuple[tuple[int, ...], ...],
+                   strides: tuple[tuple[int, ...], ...], dtype: torch.dtype) -> Layout:
+    """Shape and strides of torch.einsum's result for operands of ``shapes`` and ``strides``.
+
+    torch.einsum's result follows its operands' strides where it returns a view of one
+    or an elementwise product (``ij->ji`` of a transposed operand is contiguous); asked
+    on the ``meta`` device for calls whose operands are not contiguous. Only calls
+    :func:`torch_layout` accepted come here.
+    """
+    operands = [torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+                for shape, stride in zip(shapes, strides, strict=True)]
+    with torch._C.DisableTorchFunction():
+        result = TORCH_EINSUM(equation, *operands)
     return tuple(result.shape), tuple(result.stride())
 
 
