@@ -5,10 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 CASES = Path(__file__).resolve().parent / "cases.json"
+
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter,
+                                          "cpu": time.process_time}
+"""``--clock`` of the drop-in and model benchmarks: wall time, or the process's CPU time
+(all its threads), which on a shared CPU leaves out the time other processes hold the
+cores."""
 
 
 def add_case_options(parser: argparse.ArgumentParser) -> None:

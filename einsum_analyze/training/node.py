@@ -152,10 +152,28 @@ def _hold(ctx: Any, plan: DropinPlan, saved: list[torch.Tensor],
     them.
     """
     ctx.held = [saved]
-    ctx.versions = [t._version for t in saved]  # noqa: SLF001
+    ctx.versions = _versions(saved)
+    if -1 in ctx.versions:
+        raise RuntimeError(
+            "Inference tensors cannot be saved for backward: an operand made in "
+            "torch.inference_mode is read by the backward of einsum_analyze.torch.einsum; "
+            "clone it outside inference mode first")
     ctx.operands = operands
-    ctx.operand_versions = [t._version for t in operands]  # noqa: SLF001
+    ctx.operand_versions = _versions(operands)
     ctx.equation = plan.equation
+
+
+def _versions(tensors: Sequence[torch.Tensor]) -> list[int]:
+    """The tensors' version counters; -1 for an inference tensor, which has none.
+
+    Backward refuses to read an inference tensor, as torch's autograd refuses to save
+    one; an operand held only for a double backward may be one (torch.einsum's own
+    backward then refuses it).
+    """
+    try:
+        return [t._version for t in tensors]  # noqa: SLF001
+    except RuntimeError:  # "Inference tensors do not track version counter"
+        return [-1 if t.is_inference() else t._version for t in tensors]  # noqa: SLF001
 
 
 def _take_saved(ctx: Any) -> list[torch.Tensor]:
@@ -174,7 +192,7 @@ def _take_saved(ctx: Any) -> list[torch.Tensor]:
             "tensors after they have already been freed): einsum_analyze.torch.einsum "
             "frees its saved tensors in backward; specify retain_graph=True to keep them")
     saved: list[torch.Tensor] = ctx.held[-1]
-    if [t._version for t in saved] != ctx.versions:  # noqa: SLF001
+    if _versions(saved) != ctx.versions:
         _check_versions(saved, ctx.versions)
     if _keep_graph():
         return list(saved)
@@ -182,8 +200,7 @@ def _take_saved(ctx: Any) -> list[torch.Tensor]:
 
 
 def _check_versions(tensors: Sequence[torch.Tensor], versions: Sequence[int]) -> None:
-    for tensor, version in zip(tensors, versions, strict=True):
-        now = tensor._version  # noqa: SLF001
+    for tensor, version, now in zip(tensors, versions, _versions(tensors), strict=True):
         if now != version:
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by "

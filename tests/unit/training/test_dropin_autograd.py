@@ -294,3 +294,28 @@ def test_the_result_may_be_modified_in_place_as_torch_einsums(strategy: str,
 
     ours = run(lambda *args: einsum(*args, strategy=strategy))
     torch.testing.assert_close(ours, run(TORCH_EINSUM))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_inference_tensors_are_refused_where_backward_reads_them(strategy: str,
+                                                                eager_path: str) -> None:
+    with torch.inference_mode():
+        frozen = torch.randn(3, 4, dtype=torch.float64)
+    a = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved") as torch_err:
+        TORCH_EINSUM("ij,jk->ik", a, frozen)
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved") as ours:
+        einsum("ij,jk->ik", a, frozen, strategy=strategy)
+    assert "\n" not in str(ours.value) and torch_err.type is RuntimeError
+
+
+@pytest.mark.parametrize("strategy", ["reverse", "checkpoint"])
+def test_inference_operands_backward_does_not_read_are_accepted(strategy: str,
+                                                                eager_path: str) -> None:
+    with torch.inference_mode():
+        a, b = torch.randn(2, 3, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    c = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    # Both contract (a, b) first and keep only their product for c's gradient.
+    want = torch.autograd.grad(TORCH_EINSUM("ij,jk,kl->il", a, b, c).sum(), c)[0]
+    got = torch.autograd.grad(einsum("ij,jk,kl->il", a, b, c, strategy=strategy).sum(), c)[0]
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
