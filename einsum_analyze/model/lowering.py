@@ -22,6 +22,7 @@ from .kernels import (
     lower_to_layout,
     readable_orders,
 )
+from .memo import shared_table
 from .schedule import Event, InputPrep, Kernel
 
 __all__ = [
@@ -50,6 +51,8 @@ def lower_events(
         sizes: Size of every label.
         cache: Kernels already chosen, by input layouts and output term, for lowering
             many schedules over the same ``sizes`` (a search does); filled as it goes.
+            By default the table that the lowerings of one analysis share
+            (:func:`~einsum_analyze.model.memo.shared_table`).
         lookahead: Choose layouts for the consumers (False, or a schedule of more than
             :data:`LOOKAHEAD_EVENTS` events: each contraction's own cheapest kernel,
             the products copying what they need).
@@ -57,8 +60,8 @@ def lower_events(
     Returns:
         The same events, contractions carrying ``kernel`` and ``workspace``.
     """
-    cache = {} if cache is None else cache
-    memo: Aimed = {}
+    cache = shared_table("kernels", sizes) if cache is None else cache
+    memo: Aimed = shared_table("aimed", sizes)
     track = lookahead and len(events) <= LOOKAHEAD_EVENTS
     operands = {f"in{k}": Layout.contiguous(term, sizes) for k, term in enumerate(operand_terms)}
     best, wishes, seen, kept = _lower_pass(events, operands, sizes, cache, {}, memo,
