@@ -20,6 +20,7 @@ from .kernels import (
     copied_elements,
     lower_contraction,
     lower_to_layout,
+    lower_to_layouts,
     readable_orders,
 )
 from .memo import shared_table
@@ -154,11 +155,13 @@ def _aim(
     targets: tuple[tuple[str, ...], ...],
 ) -> Kernel | None:
     best: Kernel | None = None
-    for target in targets:
-        kernel = lower_to_layout(layouts, output, sizes, target)
-        if kernel is not None and (
-                best is None or copied_elements(kernel, sizes) < copied_elements(best, sizes)):
-            best = kernel
+    best_copied = 0
+    for kernel in lower_to_layouts(layouts, output, sizes, targets):
+        if kernel is None:
+            continue
+        copied = copied_elements(kernel, sizes)
+        if best is None or copied < best_copied:
+            best, best_copied = kernel, copied
     return best
 
 
