@@ -246,13 +246,14 @@ def _lower_pass(
             layouts[event.tensor] = made
             lowered.append(event)
             continue
-        given = tuple(layouts[name] for name in event.inputs)
+        given = tuple(map(layouts.__getitem__, event.inputs))
         if track:
-            sources = tuple(producer.get(name) for name in event.inputs)
+            sources = tuple(map(producer.get, event.inputs))
             seen.append((given, sources))
         targets = wishes.get(index)
         old = kept[index] if kept is not None else None
-        if old is not None and old[1] == targets and _same(old[0], given):
+        # The same layouts, as a rule the same objects (a tuple compares those first).
+        if old is not None and old[1] == targets and old[0] == given:
             record = old
         elif event.phase == "backward":
             key = (id(event), *map(id, given), targets)
@@ -277,12 +278,6 @@ def _lower_pass(
             _made(producer, event, index)
         lowered.append(record[2])
     return tuple(lowered), found, seen, records
-
-
-def _same(old: tuple[Layout, ...], new: tuple[Layout, ...]) -> bool:
-    """Whether two input lists hold the same layouts (the same objects, as a rule)."""
-    return len(old) == len(new) and all(
-        a is b or a == b for a, b in zip(old, new, strict=True))
 
 
 def _lower_forward(
@@ -323,8 +318,11 @@ def _wish(event: Event, sources: tuple[int | None, ...], found: Wishes) -> None:
     kernel = event.kernel
     if kernel is None or kernel.kind != "bmm":
         return
-    for position, (source, prep) in enumerate(zip(sources, kernel.inputs, strict=True)):
-        if source is not None and prep.copy and not prep.reduce and source not in found:
+    for position, source in enumerate(sources):
+        if source is None or source in found:
+            continue
+        prep = kernel.inputs[position]
+        if prep.copy and not prep.reduce:
             found[source] = readable_orders(kernel, position)
 
 
