@@ -1,8 +1,45 @@
-"""What the benchmark scripts share: scaled shapes and the environment they record."""
+"""What the benchmark scripts share: scaled shapes, the case options, the environment."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CASES = Path(__file__).resolve().parent / "cases.json"
+
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter,
+                                          "cpu": time.process_time}
+"""``--clock`` of the drop-in and model benchmarks: wall time, or the process's CPU time
+(all its threads), which on a shared CPU leaves out the time other processes hold the
+cores."""
+
+
+def add_case_options(parser: argparse.ArgumentParser) -> None:
+    """``--device``, ``--cases``, ``--dtype``, ``--scale``, ``--repeats``, ``--warmup``,
+    ``--json``: the options of a benchmark over the shared cases."""
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if any)")
+    parser.add_argument("--cases", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--scale", type=int, default=8, help="cpu: divide large dims by this")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--json", default=None, help="write the results here")
+
+
+def read_cases(args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
+    """The device (``cuda`` read as ``cuda:0``) and the cases ``--cases`` names."""
+    import torch
+
+    device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    device = "cuda:0" if device == "cuda" else device
+    cases = json.loads(CASES.read_text(encoding="utf-8"))["cases"]
+    wanted = [name for name in args.cases.split(",") if name]
+    return device, [case for case in cases if not wanted or case["name"] in wanted]
 
 
 def scaled(shapes: list[list[int]], factor: int) -> list[list[int]]:
@@ -29,3 +66,16 @@ def environment(device: str) -> dict[str, object]:
         info["gpu"] = torch.cuda.get_device_name(0)
         info["cuda"] = torch.version.cuda
     return info
+
+
+def finish(device: str, rows: list[dict[str, Any]], path: str | None,
+           **fields: Any) -> None:
+    """Print the environment and the first calibration; write the rows to ``path``."""
+    environment_ = environment(device)
+    calibration = next((r["calibration"] for r in rows if r.get("calibration")), None)
+    print(json.dumps({"environment": environment_, "calibration": calibration},  # noqa: T201
+                     indent=1))
+    if path:
+        Path(path).write_text(json.dumps(
+            {"environment": environment_, **fields, "results": rows},
+            indent=1, sort_keys=True) + "\n", encoding="utf-8")

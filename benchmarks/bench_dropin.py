@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import environment, scaled  # noqa: E402
+from _common import CLOCKS, environment, scaled  # noqa: E402
 
 HERE = Path(__file__).parent
 RUNS = ("torch", "torch-compiled", "oe-expr", "ours", "ours-compiled")
@@ -58,10 +58,6 @@ def fence(device: str) -> None:
         torch.cuda.synchronize()
 
 
-CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter,
-                                          "cpu": time.process_time}
-"""``--clock``: wall time, or the process's CPU time (all its threads), which on a
-shared CPU leaves out the time other processes hold the cores."""
 CLOCK = CLOCKS["wall"]
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import environment  # noqa: E402
+from _common import CLOCKS, environment  # noqa: E402
 
 SIZES: dict[str, dict[str, int]] = {
     "full": {"width": 512, "layers": 4, "heads": 8, "batch": 8, "length": 256,
@@ -91,10 +91,6 @@ MODELS: dict[str, Callable[[dict[str, int]], Any]] = {
 }
 
 
-CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter,
-                                          "cpu": time.process_time}
-"""``--clock``: wall time, or the process's CPU time (all its threads), which on a
-shared CPU leaves out the time other processes hold the cores."""
 CLOCK = CLOCKS["wall"]
 
 

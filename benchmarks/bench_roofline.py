@@ -23,7 +23,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -81,21 +80,9 @@ def run_case(case: dict[str, Any], device: str, scale: int, dtype: str, repeats:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if any)")
-    parser.add_argument("--cases", default="", help="comma-separated names (default: all)")
-    parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--scale", type=int, default=8, help="cpu: divide large dims by this")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--json", default=None, help="write the results here")
+    _common.add_case_options(parser)
     args = parser.parse_args()
-    import torch
-
-    device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
-    device = "cuda:0" if device == "cuda" else device
-    cases = json.loads((HERE / "cases.json").read_text(encoding="utf-8"))["cases"]
-    wanted = [name for name in args.cases.split(",") if name]
-    cases = [case for case in cases if not wanted or case["name"] in wanted]
+    device, cases = _common.read_cases(args)
     results = []
     print(f"{'case':20} {'measured':>10} {'bound':>10} {'ratio':>6} {'target':>6}  "
           "costliest step (share, efficiency)")
@@ -115,13 +102,7 @@ def main() -> int:
               f"{'' if target is None else f'{target:.1f}':>6} {verdict:4} "
               f"{worst.get('tensor', '')} = {worst.get('equation', '')} "
               f"({(worst.get('share') or 0):.0%}, {(worst.get('efficiency') or 0):.0%})")
-    environment = _common.environment(device)
-    calibration = next((e["calibration"] for e in results if e.get("calibration")), None)
-    print(json.dumps({"environment": environment, "calibration": calibration}, indent=1))
-    if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"environment": environment, "dtype": args.dtype, "results": results},
-            indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    _common.finish(device, results, args.json, dtype=args.dtype)
     return 0
 
 

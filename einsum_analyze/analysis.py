@@ -42,6 +42,7 @@ from .search import (
     floor_bytes,
     recommend,
     search_plans,
+    torch_model,
 )
 from .strategies import (
     STRATEGIES,
@@ -409,12 +410,7 @@ def _search(
         recommended = recommend(found, budget_bytes)
         # No budget: the cheapest plan that holds no more than torch.einsum itself
         # would (the torch-autograd model's training peak), where the front has one.
-        model = next((s for s in strategies if s.name == "torch-autograd"), None)
-        if model is None:
-            model = remembered(
-                strategy_key("torch-autograd", plan, operands, itemsize=itemsize,
-                             own_path=get_strategy("torch-autograd").own_path),
-                lambda: build_strategy("torch-autograd", plan, operands, itemsize=itemsize))
+        model = torch_model(plan, operands, itemsize, strategies)
         capped = recommend(found, model.memory.peak_bytes)
         free = replace(capped, budget_bytes=None) if capped.fits else recommend(found, None)
         if budget_bytes is None:

@@ -39,7 +39,14 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 
 from .errors import DropinError, DropinValueError
-from .training.calls import TORCH_EINSUM, check_options, read_call
+from .training.calls import (
+    TORCH_EINSUM,
+    budget_bytes,
+    check_options,
+    read_call,
+    same_layout,
+    strided_layout,
+)
 from .training.choice import NO_BUDGET, check_plan_s, planning_time
 from .training.node import apply_eager, contract, forward_output
 from .training.plans import (
@@ -132,7 +139,7 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     grad_on = torch.is_grad_enabled()
     mask = [grad_on and t.requires_grad for t in operands]
-    budget_value = NO_BUDGET if budget is None else _budget_bytes(budget)
+    budget_value = NO_BUDGET if budget is None else budget_bytes(budget)
     if EAGER_FAST_PATH and not compiling:
         # The plan by a key of torch objects: a cache hit converts nothing to text.
         fast = (equation, strategy, optimize, budget_value, dtype, device, *mask,
@@ -144,16 +151,38 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         if plan.runs_torch:  # no plan of ours is predicted to beat it
             return plan.call_torch(equation, operands)
         tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
-        if not any(mask):
-            return forward_output(plan, tensors)
-        return apply_eager(plan, given, *tensors)
+        result = forward_output(plan, tensors) if not any(mask) else apply_eager(
+            plan, given, *tensors)
+        for t, made in zip(operands, tensors, strict=True):  # a loop: no generator on the hot path
+            if t is not made:
+                return _strided_like_torch(result, equation, operands)
+        return result
     if traced_runs_torch(equation, tuple(tuple(t.shape) for t in operands), dtype, device,
                          tuple(mask), strategy, optimize, budget_value):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     outputs: list[torch.Tensor] = contract(tensors, equation, strategy, optimize,
                                            budget_value, mask)
+    if not compiling and any(t is not made for t, made in zip(operands, tensors, strict=True)):
+        return _strided_like_torch(outputs[0], equation, operands)
     return outputs[0]
+
+
+def _strided_like_torch(result: torch.Tensor, equation: str,
+                        operands: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """``result``, copied into torch.einsum's layout for these non-contiguous operands.
+
+    The plan's layout is torch's for contiguous operands; torch's result follows its
+    operands' strides where it is a view of one or an elementwise product, so that
+    ``ij->ji`` of a transposed operand is contiguous there. The copy is differentiable
+    and is not in the plan's model (nor are the operands' contiguous copies).
+    """
+    shape, strides = strided_layout(equation, tuple(tuple(t.shape) for t in operands),
+                                    tuple(t.stride() for t in operands), operands[0].dtype)
+    if same_layout(shape, result.stride(), strides):
+        return result
+    relaid = torch.empty_strided(shape, strides, dtype=result.dtype, device=result.device)
+    return relaid.copy_(result)
 
 
 def _uniform(operands: tuple[Any, ...], device: torch.device, dtype: torch.dtype) -> bool:
@@ -198,21 +227,6 @@ _functorch_active: Callable[[], bool] | None = getattr(
     torch._C, "_are_functorch_transforms_active", None)
 """Whether a functorch transform (vmap, grad, ...) is active (the drop-in then runs
 torch.einsum); None: this torch cannot say."""
-
-
-def _budget_bytes(budget: int | str | None) -> int:
-    if budget is None:
-        return NO_BUDGET
-    from .model.parsing import parse_byte_budget
-
-    try:
-        value = parse_byte_budget(budget, "budget")
-    except Exception as err:  # a BudgetError: one line
-        raise DropinError(f"einsum(): {err}") from err
-    if value < 1:  # as analyze(budget=) says; 0 must not read as "no budget"
-        raise DropinError(f"einsum(): budget {budget!r} must be a size above 0 B, such as "
-                          "512MiB")
-    return value
 
 
 class patch(ContextDecorator):  # noqa: N801 - used as a function: ``with patch():``
@@ -310,6 +324,7 @@ class Einsum(torch.nn.Module):
                  budget: int | str | None = None, optimize: str = "auto",
                  max_plan_s: float | None = None) -> None:
         super().__init__()
+        check_options(strategy, budget, optimize)
         check_plan_s(max_plan_s)
         self.equation = equation
         self.strategy = strategy

@@ -160,7 +160,9 @@ def project_efficiency(
 ) -> Projection:
     """Expected speedup and efficiency of the same slices on ``devices`` devices.
 
-    The model (docs/distributed.md)::
+    The first model, whose fixed cost ``latency_s`` was fitted to the measured step, so
+    that it gave back the run it came from; :func:`.projection.predict_step` predicts
+    from parts measured apart instead (docs/distributed.md, "The projection checked")::
 
         T_N = single_s * max_load_share(N) + latency_s + 2 (N - 1) / N * B / bw
         speedup = single_s / T_N,  efficiency = speedup / N

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .comm import FINAL, CommPlan
 
@@ -50,14 +51,11 @@ class CollectiveCosts:
                 "barrier_s": self.barrier_s}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> CollectiveCosts:
-        """The inverse of :meth:`to_dict`."""
-        latency = data["latency_s"]
-        rate = data["bytes_per_s"]
-        assert isinstance(latency, Mapping) and isinstance(rate, Mapping)
-        return cls(latency_s={str(k): float(v) for k, v in latency.items()},
-                   bytes_per_s={str(k): float(v) for k, v in rate.items()},
-                   barrier_s=float(str(data["barrier_s"])))
+    def from_dict(cls, data: Mapping[str, Any]) -> CollectiveCosts:
+        """The inverse of :meth:`to_dict` (JSON numbers; an infinite rate as ``Infinity``)."""
+        return cls(latency_s={str(k): float(v) for k, v in data["latency_s"].items()},
+                   bytes_per_s={str(k): float(v) for k, v in data["bytes_per_s"].items()},
+                   barrier_s=float(data["barrier_s"]))
 
 
 def fit_collective_costs(samples: Mapping[str, Sequence[tuple[int, float]]],

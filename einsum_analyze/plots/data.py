@@ -111,6 +111,7 @@ class FigureData:
         tree: The forward tree (None for a report without steps' tree).
         tradeoff: Plans in training FLOPs and peak.
         runs: Runs that happened.
+        budget_bytes: The training budget (``--budget``), drawn as a line; None without.
     """
 
     title: str
@@ -119,6 +120,7 @@ class FigureData:
     tree: TreeData | None
     tradeoff: tuple[TradeoffPoint, ...]
     runs: tuple[RunBar, ...]
+    budget_bytes: int | None = None
 
 
 def figure_data(report: Mapping[str, Any]) -> FigureData:
@@ -145,6 +147,21 @@ def figure_data(report: Mapping[str, Any]) -> FigureData:
             peak_event=int(timeline["peak_event"]), peak_bytes=int(entry["peak_bytes"]),
             measured=measured, trace=trace,
         ))
+    recommended = report.get("recommended") or {}
+    own = recommended.get("timeline")
+    if own is not None and all(tuple(own["high_bytes"]) != s.high_bytes for s in series):
+        # The recommended plan's own timeline, where no strategy's is the same.
+        label = str(recommended.get("run_label", "recommended"))
+        series.append(TimelineSeries(
+            name=f"{label}: {recommended['strategy']}",
+            high_bytes=tuple(int(b) for b in own["high_bytes"]),
+            backward_start=int(own["backward_start"]), peak_event=int(own["peak_event"]),
+            peak_bytes=int(recommended["peak_bytes"]),
+            measured=tuple((run["device"], int(run["peak_bytes_measured"])) for run in runs
+                           if run["strategy"] == label
+                           and run.get("peak_bytes_measured") is not None),
+        ))
+    budget = report.get("budget") or {}
     return FigureData(
         title=f"{report['equation']}  ({report['dtype']})",
         input_bytes=int(forward["input_bytes"]),
@@ -152,6 +169,7 @@ def figure_data(report: Mapping[str, Any]) -> FigureData:
         tree=_tree(report, strategies),
         tradeoff=_tradeoff(report, strategies),
         runs=_runs(runs),
+        budget_bytes=int(budget["budget_bytes"]) if "budget_bytes" in budget else None,
     )
 
 

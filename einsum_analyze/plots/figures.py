@@ -231,6 +231,9 @@ def draw_timeline(ax: Axes, data: FigureData) -> None:
                         f"{format_bytes(max(trace))}")
                 top = max(top, max(trace))
         top = max(top, series.peak_bytes)
+    if data.budget_bytes is not None:
+        _budget_line(ax, data.budget_bytes)
+        top = max(top, data.budget_bytes)
     ax.set_xlim(0.0, 2.0)
     ax.set_ylim(0, top * 1.12 if top > 0 else 1)
     ax.set_xticks([0.0, 0.5, 1.0, 1.5, 2.0])
@@ -294,11 +297,20 @@ def draw_tree(ax: Axes, tree: TreeData | None) -> None:
     ax.set_title(f"Forward contraction tree (\u03a3: labels summed; size in bytes{note})")
 
 
-def draw_tradeoff(ax: Axes, points: Sequence[TradeoffPoint]) -> None:
+def _budget_line(ax: Axes, budget_bytes: int) -> None:
+    """The training budget as a horizontal line, labelled in the legend."""
+    ax.axhline(budget_bytes, color="#d62728", lw=1.2, ls=(0, (6, 2)), zorder=19,
+               label=f"budget: {format_bytes(budget_bytes)}")
+
+
+def draw_tradeoff(ax: Axes, points: Sequence[TradeoffPoint],
+                  budget_bytes: int | None = None) -> None:
     """Training FLOPs against training peak: strategies, limits, Pareto, recommended."""
     if not points:
         _empty(ax, "no strategy was modelled")
         return
+    if budget_bytes is not None:
+        _budget_line(ax, budget_bytes)
     styles: dict[str, dict[str, Any]] = {
         "strategy": {"marker": "o", "color": "#1f77b4", "s": 40},
         "torch": {"marker": "s", "color": "#d62728", "s": 55},
@@ -329,7 +341,7 @@ def draw_tradeoff(ax: Axes, points: Sequence[TradeoffPoint]) -> None:
     flops = [p.flops for p in points]
     if min(flops) > 0 and max(flops) / min(flops) > 20:
         ax.set_xscale("log")
-    top = max(max(p.peak_bytes for p in points) * 1.15, 1)
+    top = max(max([p.peak_bytes for p in points] + [budget_bytes or 0]) * 1.15, 1)
     ax.set_ylim(0, top)
     _bytes_axis(ax.yaxis, top)
     if ax.get_xscale() != "log":
@@ -498,7 +510,7 @@ def draw_figure(kind: str, data: FigureData) -> Figure:
         draw_tree(fig.add_subplot(), data.tree)
     elif kind == "tradeoff":
         fig = _new_figure(7.0, 4.2)
-        draw_tradeoff(fig.add_subplot(), data.tradeoff)
+        draw_tradeoff(fig.add_subplot(), data.tradeoff, data.budget_bytes)
     elif kind == "runs":
         fig = _new_figure(9.0, 1.4 + 0.32 * max(len(data.runs), 2) if data.runs else 1.5)
         left, right = fig.subplots(1, 2)
@@ -518,7 +530,7 @@ def draw_page(data: FigureData) -> Figure:
     sub: Any = fig.subfigures(4, 1, height_ratios=[4.4, tree_height, 4.2, runs_height])
     draw_timeline(sub[0].add_subplot(), data)
     draw_tree(sub[1].add_subplot(), data.tree)
-    draw_tradeoff(sub[2].add_subplot(), data.tradeoff)
+    draw_tradeoff(sub[2].add_subplot(), data.tradeoff, data.budget_bytes)
     left, right = sub[3].subplots(1, 2)
     draw_runs((left, right), data.runs)
     fig.suptitle(_short(data.title), fontsize=10)

@@ -254,6 +254,11 @@ class Report:
             data["pareto"] = [plan.to_dict(itemsize) for plan in found.pareto]
         if self.recommended is not None:
             data["recommended"] = self.recommended.to_dict(itemsize)
+            plan = self.recommended.plan.result
+            # Its own memory timeline, for the pictures (its path may not be the report's).
+            data["recommended"]["timeline"] = strategy_timeline(
+                plan.events, plan.memory.live_bytes, plan.memory.high_bytes,
+                plan.memory.peak_event)
         return data
 
 

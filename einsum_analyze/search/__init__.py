@@ -29,6 +29,7 @@ from .recommend import (
     score_path,
     search_plans,
     sweep_limits,
+    torch_model,
 )
 from .records import (
     DEFAULT_OBJECTIVE,
@@ -63,4 +64,5 @@ __all__ = [
     "score_path",
     "search_plans",
     "sweep_limits",
+    "torch_model",
 ]

@@ -65,6 +65,7 @@ __all__ = [
     "score_path",
     "search_plans",
     "sweep_limits",
+    "torch_model",
 ]
 
 DEFAULT_PROFILE: DeviceProfile = NOMINAL["cpu"]
@@ -412,16 +413,24 @@ def _search(
     )
 
 
+def torch_model(forward: Plan, grad: Sequence[int], itemsize: int,
+                known: Sequence[StrategyResult] = ()) -> StrategyResult:
+    """The ``torch-autograd`` model of ``forward``'s equation: from ``known``, or built."""
+    model = next((r for r in known if r.name == "torch-autograd"), None)
+    if model is not None:
+        return model
+    built: StrategyResult = remembered(
+        strategy_key("torch-autograd", forward, grad, itemsize=itemsize,
+                     own_path=get_strategy("torch-autograd").own_path),
+        lambda: build_strategy("torch-autograd", forward, grad, itemsize=itemsize))
+    return built
+
+
 def _torch_candidate(forward: Plan, grad: Sequence[int], itemsize: int,
                      known: Sequence[StrategyResult], profile: DeviceProfile,
                      dtype: str) -> PlanScore:
     """torch.einsum's own execution (the ``torch-autograd`` model) as a scored plan."""
-    model = next((r for r in known if r.name == "torch-autograd"), None)
-    if model is None:
-        model = remembered(
-            strategy_key("torch-autograd", forward, grad, itemsize=itemsize,
-                         own_path=get_strategy("torch-autograd").own_path),
-            lambda: build_strategy("torch-autograd", forward, grad, itemsize=itemsize))
+    model = torch_model(forward, grad, itemsize, known)
     return score_path(forward, grad, "torch-autograd", itemsize=itemsize, source=TORCH_SOURCE,
                       known=model, profile=profile, dtype=dtype)
 

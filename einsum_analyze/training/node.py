@@ -151,11 +151,45 @@ def _hold(ctx: Any, plan: DropinPlan, saved: list[torch.Tensor],
     cast): inputs, live throughout in the plan's model; only a double backward reads
     them.
     """
-    ctx.held = [saved]
-    ctx.versions = [t._version for t in saved]  # noqa: SLF001
+    if _saved_tensors_hooks(False) is not None:
+        # saved_tensors_hooks are on (torch.utils.checkpoint, save_on_cpu): they see the
+        # saved tensors only through save_for_backward, which also checks versions.
+        ctx.save_for_backward(*saved)
+        ctx.held = _HOOKED
+    else:
+        ctx.held = [saved]
+    ctx.versions = _versions(saved)
+    if -1 in ctx.versions:
+        raise RuntimeError(
+            "Inference tensors cannot be saved for backward: an operand made in "
+            "torch.inference_mode is read by the backward of einsum_analyze.torch.einsum; "
+            "clone it outside inference mode first")
     ctx.operands = operands
-    ctx.operand_versions = [t._version for t in operands]  # noqa: SLF001
+    ctx.operand_versions = _versions(operands)
     ctx.equation = plan.equation
+
+
+_HOOKED = ("saved with save_for_backward",)
+"""``ctx.held`` where saved_tensors_hooks were on in forward: the tensors are in
+``ctx.saved_tensors``."""
+
+_saved_tensors_hooks: Callable[[bool], Any] = (
+    torch._C._autograd._top_saved_tensors_default_hooks)  # noqa: SLF001
+"""The innermost saved_tensors_hooks pair in effect (None: none); its argument says
+whether to ignore them while tracing."""
+
+
+def _versions(tensors: Sequence[torch.Tensor]) -> list[int]:
+    """The tensors' version counters; -1 for an inference tensor, which has none.
+
+    Backward refuses to read an inference tensor, as torch's autograd refuses to save
+    one; an operand held only for a double backward may be one (torch.einsum's own
+    backward then refuses it).
+    """
+    try:
+        return [t._version for t in tensors]  # noqa: SLF001
+    except RuntimeError:  # "Inference tensors do not track version counter"
+        return [-1 if t.is_inference() else t._version for t in tensors]  # noqa: SLF001
 
 
 def _take_saved(ctx: Any) -> list[torch.Tensor]:
@@ -173,8 +207,10 @@ def _take_saved(ctx: Any) -> list[torch.Tensor]:
             "Trying to backward through the graph a second time (or directly access saved "
             "tensors after they have already been freed): einsum_analyze.torch.einsum "
             "frees its saved tensors in backward; specify retain_graph=True to keep them")
+    if ctx.held is _HOOKED:
+        return list(ctx.saved_tensors)  # the hooks' unpacked tensors, checked by autograd
     saved: list[torch.Tensor] = ctx.held[-1]
-    if [t._version for t in saved] != ctx.versions:  # noqa: SLF001
+    if _versions(saved) != ctx.versions:
         _check_versions(saved, ctx.versions)
     if _keep_graph():
         return list(saved)
@@ -182,8 +218,7 @@ def _take_saved(ctx: Any) -> list[torch.Tensor]:
 
 
 def _check_versions(tensors: Sequence[torch.Tensor], versions: Sequence[int]) -> None:
-    for tensor, version in zip(tensors, versions, strict=True):
-        now = tensor._version  # noqa: SLF001
+    for tensor, version, now in zip(tensors, versions, _versions(tensors), strict=True):
         if now != version:
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by "

@@ -133,6 +133,35 @@ def test_choose_keeps_longest_first_where_runs_balance_worse() -> None:
     assert choose_assignment(costs, 2) == assign_slices(costs, 2)
 
 
+def test_the_projection_adds_its_parts_measured_apart() -> None:
+    from einsum_analyze.distributed.projection import (
+        CollectiveCosts,
+        fit_collective_costs,
+        predict_step,
+    )
+
+    costs = fit_collective_costs({"all_reduce": [(8, 1e-4), (8_000_008, 2.1e-3)],
+                                  "broadcast": [(8, 5e-5), (8_000_008, 1.05e-3)]}, 1e-5)
+    assert costs.bytes_per_s["all_reduce"] == pytest.approx(4e9)
+    assert costs.bytes_per_s["broadcast"] == pytest.approx(8e9)
+    assert CollectiveCosts.from_dict(costs.to_dict()) == costs
+    sizes = {"i": 64, "j": 64, "k": 64}
+    slices = SlicePlan(("j",), (64,), (16,))
+    buffers = {OUTPUT: "ik", 0: "ij", 1: "jk"}
+    plan = plan_communication(buffers=buffers, sizes=sizes, slices=slices,
+                              assignment=[[0, 1], [2, 3]], itemsize=4)
+    got = predict_step(single_s=1.0, costs=[1.0, 1.0, 1.0, 3.0],
+                       assignment=[[0, 1], [2, 3]], plan=plan, collectives=costs)
+    # Rank 1 carries 4 of 6: 2/3 s. Its calls: rank 0's broadcast received (its parts of
+    # dA and dB: 4 blocks of 64 x 16, 16 KiB), its own sent, the output's all-reduce
+    # (16 KiB, of which a ring receives 2 (N-1)/N = all); two barriers.
+    received = 4 * 64 * 16 * 4
+    comm = (5e-5 + received / 8e9) + 5e-5 + (1e-4 + 64 * 64 * 4 / 4e9)
+    assert got.compute_s == pytest.approx(2 / 3)
+    assert got.step_s == pytest.approx(2 / 3 + comm + 2e-5)
+    assert got.after_compute_s == pytest.approx(comm + 2e-5)
+
+
 # --- real processes ----------------------------------------------------------------------
 
 def _job(equation: str, shapes: list[list[int]], indices: str, **options: Any) -> DistributedJob:

@@ -147,3 +147,19 @@ def test_runs_figure_names_the_costliest_step() -> None:
     draw_runs((left, right), [bar])
     texts = [t.get_text() for t in left.texts]
     assert "#3 d0 67%" in texts
+
+
+def test_the_budget_and_the_recommended_plan_are_drawn() -> None:
+    # bc,bd,cm,mdn->bn at b=512 under 60 KiB: the plan recommended is reverse on a path
+    # other than the report's (greedy under a tighter limit), so its timeline is its own.
+    report = analyze("bc,bd,cm,mdn->bn", [(512, 2), (512, 2), (2, 7), (7, 2, 7)],
+                     budget="60KiB")
+    data = json.loads(json.dumps(report.to_dict()))
+    validate_report(data)
+    figures = figure_data(data)
+    assert figures.budget_bytes == 60 * 1024
+    recommended = data["recommended"]
+    own = [s for s in figures.timeline if s.name.startswith(recommended["run_label"])]
+    assert len(own) == 1 and own[0].peak_bytes == recommended["peak_bytes"]
+    assert max(own[0].high_bytes) == recommended["peak_bytes"] <= figures.budget_bytes
+    assert figure_data(analyze("ab,bc->ac", [(2, 3), (3, 4)]).to_dict()).budget_bytes is None

@@ -224,17 +224,18 @@ def test_a_ring_in_a_finalizer_neither_stops_the_limit_nor_prints():
     assert "Exception ignored" not in done.stderr and "SearchTimeout" not in done.stderr
 
 
-def test_the_whole_search_ends_within_its_time():
-    # tn18-b512 under a budget nothing meets: without a deadline the sliced fallback ran
-    # for minutes. The search, that fallback included, ends within the time given
-    # (+10% and 50 ms: one slice plan's scoring may finish after the deadline).
+def test_a_search_out_of_time_keeps_what_it_scored_first():
+    # With its deadline passed at once, the search scores the report's own path and
+    # stops: no further candidate, no sliced fallback, and still a recommendation (the
+    # time it takes is benchmarks/bench_search.py's to measure, not a test's).
     tn18 = parse_equation(TN18["equation"], TN18["shapes"])
     shapes = [list(s) for s in tn18.shapes]
-    for seconds in (0.5, 1.5):
-        report = analyze(TN18["equation"], shapes, budget="50KiB", max_search_s=seconds)
-        assert report.search is not None
-        assert report.search.search_s <= 1.1 * seconds + 0.05, seconds
-        assert report.recommended is not None and not report.recommended.fits
+    report = analyze(TN18["equation"], shapes, budget="50KiB", max_search_s=1e-9)
+    assert report.search is not None and report.recommended is not None
+    assert not report.recommended.fits
+    forward = tuple(tuple(step) for step in report.plan.path)
+    assert {p.path for p in report.search.pareto} == {forward}
+    assert all(p.strategy != "sliced" for p in report.search.pareto)
 
 
 def test_a_sweep_of_limits_finds_plans_of_lower_peak():

@@ -9,6 +9,7 @@ that fails.
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -294,3 +295,58 @@ def test_the_result_may_be_modified_in_place_as_torch_einsums(strategy: str,
 
     ours = run(lambda *args: einsum(*args, strategy=strategy))
     torch.testing.assert_close(ours, run(TORCH_EINSUM))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_inference_tensors_are_refused_where_backward_reads_them(strategy: str,
+                                                                eager_path: str) -> None:
+    with torch.inference_mode():
+        frozen = torch.randn(3, 4, dtype=torch.float64)
+    a = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved") as torch_err:
+        TORCH_EINSUM("ij,jk->ik", a, frozen)
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved") as ours:
+        einsum("ij,jk->ik", a, frozen, strategy=strategy)
+    assert "\n" not in str(ours.value) and torch_err.type is RuntimeError
+
+
+@pytest.mark.parametrize("strategy", ["reverse", "checkpoint"])
+def test_inference_operands_backward_does_not_read_are_accepted(strategy: str,
+                                                                eager_path: str) -> None:
+    with torch.inference_mode():
+        a, b = torch.randn(2, 3, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64)
+    c = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    # Both contract (a, b) first and keep only their product for c's gradient.
+    want = torch.autograd.grad(TORCH_EINSUM("ij,jk,kl->il", a, b, c).sum(), c)[0]
+    got = torch.autograd.grad(einsum("ij,jk,kl->il", a, b, c, strategy=strategy).sum(), c)[0]
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_saved_tensors_hooks_see_what_the_plan_saves(strategy: str, eager_path: str) -> None:
+    """saved_tensors_hooks (non-reentrant checkpoint, save_on_cpu) see the saved tensors."""
+    packed: list[torch.Tensor] = []
+    a, b = (t.requires_grad_() for t in _pair())
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t,
+                                                  lambda t: t):
+        y = einsum("ij,jk->ik", a, b, strategy=strategy)
+    assert packed, "the hooks saw none of the tensors the backward reads"
+    got = torch.autograd.grad(y.sum(), [a, b])
+    want = torch.autograd.grad(TORCH_EINSUM("ij,jk->ik", a, b).sum(), [a, b])
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_non_reentrant_checkpoint_gives_torch_einsums_gradients(strategy: str,
+                                                                eager_path: str) -> None:
+    def block(op: Any, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return op("ij,jk->ik", x.sin(), y).cos()  # type: ignore[no-any-return]
+
+    grads = []
+    for op in (TORCH_EINSUM, functools.partial(einsum, strategy=strategy)):
+        a, b = (t.requires_grad_() for t in _pair())
+        out = torch.utils.checkpoint.checkpoint(block, op, a, b, use_reentrant=False)
+        grads.append(torch.autograd.grad(out.sum(), [a, b]))
+    for g, w in zip(*grads, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)

@@ -103,3 +103,47 @@ def test_python_scalars_are_refused_as_torch_einsum_refuses_them() -> None:
         want = _raised(lambda args=args: TORCH_EINSUM(*args))  # type: ignore[misc]
         got = _raised(lambda args=args: einsum(*args))  # type: ignore[misc]
         assert type(got) is type(want)
+
+
+STRIDED: dict[str, tuple[str, tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]] = {
+    # name: equation, operand shapes, the order of each operand's dimensions in memory
+    "transpose of a transposed operand": ("ij->ji", ((2, 3),), ((1, 0),)),
+    "identity of a transposed operand": ("ij", ((2, 3),), ((1, 0),)),
+    "product with a broadcast vector": ("ij,j->ij", ((2, 3), (3,)), ((1, 0), (0,))),
+    "elementwise product of transposed operands": ("ij,ij->ij", ((2, 3), (2, 3)),
+                                                   ((1, 0), (1, 0))),
+    "outer product of a transposed operand": ("ij,k->ijk", ((2, 3), (4,)), ((1, 0), (0,))),
+    "sum over a permuted operand": ("ijk->ik", ((2, 3, 4),), ((2, 1, 0),)),
+    "matrix product of a transposed operand": ("ij,jk->ik", ((2, 3), (3, 4)),
+                                               ((1, 0), (0, 1))),
+}
+"""Calls with non-contiguous operands whose torch.einsum result follows their strides
+(``ij->ji`` of a transposed operand is contiguous there)."""
+
+
+def _strided(shape: tuple[int, ...], order: tuple[int, ...], seed: int) -> torch.Tensor:
+    """A leaf of ``shape`` whose memory runs through its dimensions in ``order``."""
+    generator = torch.Generator().manual_seed(seed)
+    base = torch.randn([shape[d] for d in order], generator=generator, dtype=torch.float64)
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return base.permute(inverse).requires_grad_()
+
+
+@pytest.mark.parametrize("strategy", ["reverse", "independent", "checkpoint", "sliced"])
+@pytest.mark.parametrize("name", list(STRIDED), ids=str)
+def test_non_contiguous_operands_give_torch_einsums_strides(name: str, strategy: str) -> None:
+    equation, shapes, orders = STRIDED[name]
+    want_leaves = [_strided(s, o, k) for k, (s, o) in enumerate(zip(shapes, orders, strict=True))]
+    got_leaves = [_strided(s, o, k) for k, (s, o) in enumerate(zip(shapes, orders, strict=True))]
+    want = TORCH_EINSUM(equation, *want_leaves)
+    got = einsum(equation, *got_leaves, strategy=strategy)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert same_layout(tuple(want.shape), got.stride(), want.stride()), (
+        f"strides {got.stride()} where torch.einsum's are {want.stride()}")
+    if want.is_contiguous():
+        got.view(-1)
+    upstream = torch.randn(want.shape, generator=torch.Generator().manual_seed(5),
+                           dtype=torch.float64)
+    for g, w in zip(torch.autograd.grad(got, got_leaves, upstream),
+                    torch.autograd.grad(want, want_leaves, upstream), strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The time model against measured time, per shared case: predicted / measured fwd+bwd.
+
+For every case of ``benchmarks/cases.json`` (every operand differentiated), ``reverse``
+and ``independent`` run through ``einsum_analyze.execute`` beside the ``torch-autograd``
+baseline; each run carries the time model's prediction on the device's calibrated profile
+(the roofline of each step, the layout copies at the bandwidth, and the calibrated cost
+per kernel). Printed per case and run: the measured median forward + backward, the
+prediction and their ratio; then, over the runs measured above ``--above`` seconds (the
+issue's 0.2 ms), how many fall in [0.75, 1.33] (the target on the H200), and the
+environment and the calibration.
+
+On CPU (no CUDA) large dimensions are divided by ``--scale``.
+
+Usage::
+
+    python benchmarks/bench_time_model.py --device cuda --json time_model_h200.json
+    python benchmarks/bench_time_model.py --device cpu --scale 8 --repeats 10
+"""
+
+# ruff: noqa: T201
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _common  # noqa: E402
+from _common import scaled  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from einsum_analyze import analyze, execute  # noqa: E402
+
+LOW, HIGH = 0.75, 1.33
+"""The issue's band for predicted / measured forward + backward."""
+
+STRATEGIES = ("reverse", "independent", "torch-autograd")
+
+
+def run_case(case: dict[str, Any], device: str, scale: int, dtype: str, repeats: int,
+             warmup: int) -> list[dict[str, Any]]:
+    """One row per run of the case that ran and has a prediction."""
+    shapes = case["shapes"] if device.startswith("cuda") else scaled(case["shapes"], scale)
+    report = analyze(case["equation"], [tuple(s) for s in shapes], dtype=dtype,
+                     strategies=STRATEGIES)
+    report = execute(report, devices=[device], repeats=repeats, warmup=warmup, force=True)
+    rows = []
+    for run in report.runs:
+        if run.skipped is not None or run.forward is None or run.predicted is None:
+            continue
+        measured = run.forward.median_s + (run.backward.median_s if run.backward else 0.0)
+        rows.append({"case": case["name"], "shapes": shapes, "strategy": run.strategy,
+                     "measured_s": measured, "predicted_s": run.predicted.total_s,
+                     "ratio": run.predicted.total_s / measured if measured > 0 else None,
+                     "launches": run.predicted.launches,
+                     "calibration": report.environment.get("calibration")})
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    _common.add_case_options(parser)
+    parser.add_argument("--above", type=float, default=2e-4,
+                        help="count runs measured above this many seconds (0.2 ms)")
+    args = parser.parse_args()
+    device, cases = _common.read_cases(args)
+    rows: list[dict[str, Any]] = []
+    print(f"{'case':20} {'strategy':16} {'measured':>10} {'predicted':>10} {'pred/meas':>9}")
+    for case in cases:
+        for row in run_case(case, device, args.scale, args.dtype, args.repeats, args.warmup):
+            rows.append(row)
+            inside = LOW <= (row["ratio"] or 0) <= HIGH
+            mark = "" if row["measured_s"] <= args.above else ("ok" if inside else "MISS")
+            print(f"{row['case']:20} {row['strategy']:16} {row['measured_s'] * 1e3:8.3f}ms "
+                  f"{row['predicted_s'] * 1e3:8.3f}ms {row['ratio']:9.2f} {mark}")
+    counted = [r for r in rows if r["measured_s"] > args.above and r["ratio"] is not None]
+    inside = [r for r in counted if LOW <= r["ratio"] <= HIGH]
+    if counted:
+        ratios = [r["ratio"] for r in counted]
+        print(f"\nruns above {args.above * 1e3:g} ms: {len(inside)} of {len(counted)} within "
+              f"[{LOW}, {HIGH}]; predicted/measured median {statistics.median(ratios):.2f}, "
+              f"range {min(ratios):.2f} to {max(ratios):.2f}")
+    _common.finish(device, rows, args.json, dtype=args.dtype, above_s=args.above)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
