@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .schedule import InputPrep, Kernel
 
@@ -153,6 +153,12 @@ def lower_contraction(
         >>> k.kind, k.workspace
         ('bmm', ())
     """
+    return _with_upcasts(_lower_contraction(layouts, output, sizes), layouts, sizes)
+
+
+def _lower_contraction(
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int]
+) -> Kernel:
     if len(layouts) > 2:
         # torch.einsum's result, copied contiguous: its labels in the output's order.
         return Kernel(kind="einsum", inputs=(), out_order=_memory_labels(output, sizes)[0])
@@ -253,7 +259,14 @@ def lower_to_layout(
         >>> k.out_order, k.workspace
         (('c', 'a'), ())
     """
-    target = tuple(target)
+    kernel = _lower_to_layout(layouts, output, sizes, tuple(target))
+    return None if kernel is None else _with_upcasts(kernel, layouts, sizes)
+
+
+def _lower_to_layout(
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
+    target: tuple[str, ...],
+) -> Kernel | None:
     big = {char for char in output if sizes[char] != 1}
     if set(target) != big or len(target) != len(big):
         return None
@@ -306,6 +319,48 @@ def lower_to_layout(
         batch=batch, left=left, contracted=contracted, right=right,
         out_order=target, workspace=workspace, sizes=sizes,
     )
+
+
+def _with_upcasts(kernel: Kernel, layouts: Sequence[Layout], sizes: Mapping[str, int]) -> Kernel:
+    """The kernel with the float32 temporaries of its half-precision sums on the cpu.
+
+    On the cpu, torch sums a float16 or bfloat16 tensor over labels that lie in two or
+    more separate runs of its memory through float32: a float32 result, then a float32
+    copy of the input, then the sum (``should_use_acc_buffer`` in ATen's reductions).
+    Each entry of :attr:`Kernel.upcast` says what of the step's own tensors is live
+    then (elements of the dtype) and how many float32 elements the sum adds.
+    """
+    if kernel.kind not in ("reduce", "mul", "bmm"):
+        return kernel
+    upcast: list[tuple[int, int]] = []
+    made = 0  # elements of the step's buffers made before this input's sum
+    for layout, prep in zip(layouts, kernel.inputs, strict=True):
+        kept = _elements(prep.keep, sizes) if prep.reduce else 0
+        if prep.reduce and _separate_runs(layout, prep.reduce, sizes) > 1:
+            viewed = _elements(prep.reduce + prep.keep, sizes)
+            if viewed:
+                upcast.append((made + kept, kept + viewed))
+        made += kept + (_elements(prep.copy, sizes) if prep.copy else 0)
+    return replace(kernel, upcast=tuple(upcast)) if upcast else kernel
+
+
+def _separate_runs(layout: Layout, labels: Sequence[str], sizes: Mapping[str, int]) -> int:
+    """In how many separate runs of memory ``labels`` lie (what a sum cannot merge)."""
+    stride: dict[str, int] = {}
+    if layout.dense:
+        step = 1
+        for char in reversed(layout.memory):
+            stride[char] = step
+            step *= sizes[char]
+    else:  # a diagonal of a contiguous operand: each label's strides add up
+        step = 1
+        for char in reversed(layout.dims):
+            if sizes[char] != 1:
+                stride[char] = stride.get(char, 0) + step
+            step *= sizes[char]
+    ordered = sorted(labels, key=stride.__getitem__)
+    return 1 + sum(stride[inner] * sizes[inner] != stride[outer]
+                   for inner, outer in zip(ordered, ordered[1:]))
 
 
 def cached_kernel(
