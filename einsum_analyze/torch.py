@@ -41,6 +41,7 @@ import torch.autograd.forward_ad as _forward_ad
 from .errors import DropinError, DropinValueError
 from .training.calls import (
     TORCH_EINSUM,
+    budget_bytes,
     check_options,
     read_call,
     same_layout,
@@ -138,7 +139,7 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     grad_on = torch.is_grad_enabled()
     mask = [grad_on and t.requires_grad for t in operands]
-    budget_value = NO_BUDGET if budget is None else _budget_bytes(budget)
+    budget_value = NO_BUDGET if budget is None else budget_bytes(budget)
     if EAGER_FAST_PATH and not compiling:
         # The plan by a key of torch objects: a cache hit converts nothing to text.
         fast = (equation, strategy, optimize, budget_value, dtype, device, *mask,
@@ -226,21 +227,6 @@ _functorch_active: Callable[[], bool] | None = getattr(
     torch._C, "_are_functorch_transforms_active", None)
 """Whether a functorch transform (vmap, grad, ...) is active (the drop-in then runs
 torch.einsum); None: this torch cannot say."""
-
-
-def _budget_bytes(budget: int | str | None) -> int:
-    if budget is None:
-        return NO_BUDGET
-    from .model.parsing import parse_byte_budget
-
-    try:
-        value = parse_byte_budget(budget, "budget")
-    except Exception as err:  # a BudgetError: one line
-        raise DropinError(f"einsum(): {err}") from err
-    if value < 1:  # as analyze(budget=) says; 0 must not read as "no budget"
-        raise DropinError(f"einsum(): budget {budget!r} must be a size above 0 B, such as "
-                          "512MiB")
-    return value
 
 
 class patch(ContextDecorator):  # noqa: N801 - used as a function: ``with patch():``
@@ -338,6 +324,7 @@ class Einsum(torch.nn.Module):
                  budget: int | str | None = None, optimize: str = "auto",
                  max_plan_s: float | None = None) -> None:
         super().__init__()
+        check_options(strategy, budget, optimize)
         check_plan_s(max_plan_s)
         self.equation = equation
         self.strategy = strategy

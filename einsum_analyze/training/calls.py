@@ -16,7 +16,8 @@ plans anything, so that a call torch refuses is refused the same way and leaves 
 cached.
 
 :func:`check_options` checks the options only the drop-in takes (``strategy``,
-``budget``, ``optimize``), once per distinct set.
+``budget``, ``optimize``), once per distinct set; :func:`budget_bytes` reads the budget.
+:func:`strided_layout` asks torch.einsum the same question for non-contiguous operands.
 
 It imports torch, and keeps torch's own einsum (:data:`TORCH_EINSUM`) from before
 any :func:`einsum_analyze.torch.patch`.
@@ -34,8 +35,8 @@ import torch.functional
 
 from ..errors import DropinError, DropinValueError, EinsumAnalyzeError
 
-__all__ = ["TORCH_EINSUM", "check_options", "read_call", "same_layout", "strided_layout",
-           "torch_layout"]
+__all__ = ["TORCH_EINSUM", "budget_bytes", "check_options", "read_call", "same_layout",
+           "strided_layout", "torch_layout"]
 
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -197,7 +198,28 @@ def check_options(strategy: Any, budget: Any, optimize: Any) -> None:
     if budget is not None and not isinstance(budget, (int, str)):
         raise DropinValueError(f"einsum(): budget={budget!r} is not a size; give bytes (an int) "
                                "or text such as '512MiB'")
+    if budget is not None:
+        budget_bytes(budget)
     with _CHECKED_LOCK:
         if len(_CHECKED) > 1024:
             _CHECKED.clear()
         _CHECKED.add(key)
+
+
+def budget_bytes(budget: int | str) -> int:
+    """The ``budget`` option in bytes.
+
+    Raises:
+        DropinValueError: One line: not a size, or not above 0 B (0 must not read as
+            "no budget").
+    """
+    from ..model.parsing import parse_byte_budget
+
+    try:
+        value = parse_byte_budget(budget, "budget")
+    except EinsumAnalyzeError as err:  # a BudgetError: one line
+        raise DropinValueError(f"einsum(): {err}") from None
+    if value < 1:  # as analyze(budget=) says
+        raise DropinValueError(f"einsum(): budget {budget!r} must be a size above 0 B, such "
+                               "as 512MiB")
+    return value

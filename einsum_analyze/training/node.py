@@ -192,7 +192,13 @@ def _hold(ctx: Any, plan: DropinPlan, saved: list[torch.Tensor],
     cast): inputs, live throughout in the plan's model; only a double backward reads
     them.
     """
-    ctx.held = [saved]
+    if _saved_tensors_hooks(False) is not None:
+        # saved_tensors_hooks are on (torch.utils.checkpoint, save_on_cpu): they see the
+        # saved tensors only through save_for_backward, which also checks versions.
+        ctx.save_for_backward(*saved)
+        ctx.held = _HOOKED
+    else:
+        ctx.held = [saved]
     ctx.versions = _versions(saved)
     if -1 in ctx.versions:
         raise RuntimeError(
@@ -202,6 +208,16 @@ def _hold(ctx: Any, plan: DropinPlan, saved: list[torch.Tensor],
     ctx.operands = operands
     ctx.operand_versions = _versions(operands)
     ctx.equation = plan.equation
+
+
+_HOOKED = ("saved with save_for_backward",)
+"""``ctx.held`` where saved_tensors_hooks were on in forward: the tensors are in
+``ctx.saved_tensors``."""
+
+_saved_tensors_hooks: Callable[[bool], Any] = (
+    torch._C._autograd._top_saved_tensors_default_hooks)  # noqa: SLF001
+"""The innermost saved_tensors_hooks pair in effect (None: none); its argument says
+whether to ignore them while tracing."""
 
 
 def _versions(tensors: Sequence[torch.Tensor]) -> list[int]:
@@ -232,6 +248,8 @@ def _take_saved(ctx: Any) -> list[torch.Tensor]:
             "Trying to backward through the graph a second time (or directly access saved "
             "tensors after they have already been freed): einsum_analyze.torch.einsum "
             "frees its saved tensors in backward; specify retain_graph=True to keep them")
+    if ctx.held is _HOOKED:
+        return list(ctx.saved_tensors)  # the hooks' unpacked tensors, checked by autograd
     saved: list[torch.Tensor] = ctx.held[-1]
     if _versions(saved) != ctx.versions:
         _check_versions(saved, ctx.versions)

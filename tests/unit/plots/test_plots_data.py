@@ -155,7 +155,7 @@ def test_the_budget_and_the_recommended_plan_are_drawn() -> None:
     report = analyze("bc,bd,cm,mdn->bn", [(512, 2), (512, 2), (2, 7), (7, 2, 7)],
                      budget="60KiB")
     data = json.loads(json.dumps(report.to_dict()))
-    jsonschema.validate(data, load_schema())
+    validate_report(data)
     figures = figure_data(data)
     assert figures.budget_bytes == 60 * 1024
     recommended = data["recommended"]

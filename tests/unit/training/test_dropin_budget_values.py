@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from einsum_analyze.torch import DropinError, einsum
+from einsum_analyze.torch import DropinError, DropinValueError, Einsum, einsum, patch
 
 
 @pytest.mark.parametrize("strategy", ["auto", "reverse", "sliced"])
@@ -22,3 +22,21 @@ def test_bad_budgets_are_one_line(strategy: str, budget: object, culprit: str) -
     with pytest.raises(DropinError) as caught:
         einsum("ij,jk->ik", a, b, strategy=strategy, budget=budget)  # type: ignore[arg-type]
     assert culprit in str(caught.value) and "\n" not in str(caught.value)
+
+
+BAD_BUDGETS = [(-3, "budget is -3"), ("abc", "'abc' is not a byte size"), (0, "budget 0")]
+
+
+@pytest.mark.parametrize(("budget", "culprit"), BAD_BUDGETS)
+def test_a_bad_budget_is_refused_before_anything_runs(budget: object, culprit: str) -> None:
+    """By ``patch()`` and ``Einsum`` when made, and on calls torch.einsum runs itself."""
+    counts = torch.ones(2, 3, dtype=torch.int64)  # integer operands: torch.einsum runs
+    calls = {
+        "patch": lambda: patch(budget=budget),  # type: ignore[arg-type]
+        "Einsum": lambda: Einsum("ij->", budget=budget),  # type: ignore[arg-type]
+        "einsum of integers": lambda: einsum("ij->", counts, budget=budget),  # type: ignore[arg-type]
+    }
+    for name, call in calls.items():
+        with pytest.raises(DropinValueError) as caught:
+            call()
+        assert culprit in str(caught.value) and "\n" not in str(caught.value), name
