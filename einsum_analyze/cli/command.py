@@ -497,7 +497,7 @@ class _EarlyTables:
         if sys.stderr.isatty():
             self._status = console(stderr=True).status(
                 f"searching paths and strategies for the training step (at most "
-                f"{self.seconds:g} s, --max-search-time)")
+                f"{format_seconds(self.seconds)}, --max-search-time)")
             self._status.start()
 
     def done(self) -> None:

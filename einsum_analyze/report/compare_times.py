@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from ..model.units import format_seconds
 from .changes import (
     Change,
     ChangeStatus,
@@ -157,7 +158,8 @@ def _seconds_change(case: str | None, key: str, figure: str, old: object, new: o
         status = _judge(before, after, before * tolerance + spread)
     return Change(case=case, subject=key, figure=figure, unit="s", before=before,
                   after=after, rule="relative", status=status,
-                  detail=f"the medians' notches together {spread:.3g} s" if spread else "")
+                  detail=(f"the medians' notches together {format_seconds(spread)}" if spread
+                          else ""))
 
 
 def _judge(before: float, after: float, margin: float) -> ChangeStatus:

@@ -21,6 +21,7 @@ from ..model.planning import (
     plan_contraction,
     search_notice,
 )
+from ..model.units import format_seconds
 from .common import GradientPlan
 from .rerooted import RerootedTree
 
@@ -114,9 +115,11 @@ def plan_gradients(
     stopped = [spec.operand for spec, plan in zip(specs, plans, strict=True)
                if any(TIME_LIMIT_NOTE in w for w in plan.warnings)]
     if stopped:
+        assert max_search_s is not None  # a search stops at its limit only when it has one
         warnings.append(
             f"the path searches of the gradient contractions of operands {_listed(stopped)} "
-            f"stopped at the time limit of {max_search_s:g} s {TIME_LIMIT_NOTE}: each uses "
+            f"stopped at the time limit of {format_seconds(max_search_s)} {TIME_LIMIT_NOTE}: "
+            f"each uses "
             f"the best path {optimize!r} had found, or greedy's"
         )
     return GradientPlan(
