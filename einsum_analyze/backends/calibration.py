@@ -201,7 +201,7 @@ def kernel_times(device: str, dtype: str, fence: Callable[[], None], clock: Cloc
     block_s = 2e-3
     sides = (4, 16, 64, 256, 512) + ((1024, 2048, 4096) if large else ())
     thin = (16, 128, 1024, 2048) + ((8192, 16384) if large else ())
-    rows = (16, 1024, 65536, 2**20) + ((2**22, 2**24) if large else ())
+    rows = (16, 1024, 65536, 2**19) + ((2**22, 2**24) if large else ())
     found: dict[str, list[tuple[float, float]]] = {k: [] for k in
                                                     ("bmm", "skinny", "mul", "reduce", "copy")}
     for side in sides:
