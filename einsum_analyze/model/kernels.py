@@ -14,14 +14,14 @@ Everything here works on labels and sizes; no arrays.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from .schedule import InputPrep, Kernel
 
 __all__ = [
     "Layout", "cached_kernel", "copied_elements", "lower_contraction", "lower_to_layout",
-    "readable_orders",
+    "lower_to_layouts", "readable_orders",
 ]
 
 
@@ -73,25 +73,20 @@ def _memory_labels(dims: str, sizes: Mapping[str, int]) -> tuple[tuple[str, ...]
     return ordered, all(n == 1 for n in count.values())
 
 
-def _blocks(order: Sequence[str], first: Sequence[str], second: Sequence[str],
-            third: Sequence[str]) -> bool:
+def _blocks(order: tuple[str, ...], first: tuple[str, ...], second: tuple[str, ...],
+            third: tuple[str, ...]) -> bool:
     """Whether ``order`` is ``first`` then the other two groups, in either order.
 
     Each group must be contiguous; ``first`` and ``second`` must be in exactly the given
     label order, ``third`` in any order.
     """
     n1 = len(first)
-    if tuple(order[:n1]) != tuple(first):
+    if order[:n1] != first:
         return False
-    rest = tuple(order[n1:])
-    s3 = set(third)
-    n2 = len(second)
-    head, tail = rest[:n2], rest[n2:]
-    if head == tuple(second) and set(tail) == s3:
+    n2, n3 = n1 + len(second), n1 + len(third)
+    if order[n1:n2] == second and set(order[n2:]) == set(third):
         return True
-    n3 = len(third)
-    head, tail = rest[:n3], rest[n3:]
-    return set(head) == s3 and tail == tuple(second)
+    return order[n3:] == second and set(order[n1:n3]) == set(third)
 
 
 def _elements(labels: Sequence[str], sizes: Mapping[str, int]) -> int:
@@ -99,7 +94,7 @@ def _elements(labels: Sequence[str], sizes: Mapping[str, int]) -> int:
 
 
 def _prepare(
-    layout: Layout, private: Sequence[str], sizes: Mapping[str, int]
+    layout: Layout, private: Collection[str], sizes: Mapping[str, int]
 ) -> tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...], int]:
     """Sum away ``private`` labels; returns (order, dense, reduce, keep, workspace)."""
     order, dense = layout.memory, layout.dense
@@ -126,10 +121,8 @@ def _prepare_pair(
     a_layout, b_layout = layouts
     a_labels = {c for c in a_layout.dims if sizes[c] != 1}
     b_labels = {c for c in b_layout.dims if sizes[c] != 1}
-    a_prep = _prepare(a_layout, [c for c in a_labels if c not in b_labels and c not in big],
-                      sizes)
-    b_prep = _prepare(b_layout, [c for c in b_labels if c not in a_labels and c not in big],
-                      sizes)
+    a_prep = _prepare(a_layout, a_labels - b_labels - big, sizes)
+    b_prep = _prepare(b_layout, b_labels - a_labels - big, sizes)
     return a_labels, b_labels, a_prep, b_prep, [w for w in (a_prep[4], b_prep[4]) if w]
 
 
@@ -153,6 +146,12 @@ def lower_contraction(
         >>> k.kind, k.workspace
         ('bmm', ())
     """
+    return _with_upcasts(_lower_contraction(layouts, output, sizes), layouts, sizes)
+
+
+def _lower_contraction(
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int]
+) -> Kernel:
     if len(layouts) > 2:
         # torch.einsum's result, copied contiguous: its labels in the output's order.
         return Kernel(kind="einsum", inputs=(), out_order=_memory_labels(output, sizes)[0])
@@ -196,8 +195,9 @@ def lower_contraction(
     # leaves less to copy (the larger input on a tie).
     a_size, b_size = _elements(a_order, sizes), _elements(b_order, sizes)
     choices = []
+    batch_set = big & a_labels & b_labels
     for reference in ((a_order, b_order) if a_size >= b_size else (b_order, a_order)):
-        batch = tuple(c for c in reference if c in big and c in a_labels and c in b_labels)
+        batch = tuple(c for c in reference if c in batch_set)
         contracted = tuple(c for c in reference if c in contracted_set)
         a_copy: tuple[str, ...] = ()
         if not (a_dense and _blocks(a_order, batch, contracted, left)):
@@ -207,7 +207,9 @@ def lower_contraction(
             b_copy = batch + contracted + right
         copied = (a_size if a_copy else 0) + (b_size if b_copy else 0)
         choices.append((copied, batch, contracted, a_copy, b_copy))
-    _, batch, contracted, a_copy, b_copy = min(choices, key=lambda choice: choice[0])
+    # The first of the cheapest.
+    _, batch, contracted, a_copy, b_copy = (
+        choices[1] if choices[1][0] < choices[0][0] else choices[0])
     return _bmm_kernel(
         InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
         InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
@@ -253,30 +255,64 @@ def lower_to_layout(
         >>> k.out_order, k.workspace
         (('c', 'a'), ())
     """
-    target = tuple(target)
+    kernel, = lower_to_layouts(layouts, output, sizes, (target,))
+    return kernel
+
+
+def lower_to_layouts(
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
+    targets: Sequence[Sequence[str]],
+) -> list[Kernel | None]:
+    """:func:`lower_to_layout` for each of ``targets`` (the inputs prepared once)."""
+    return [None if kernel is None else _with_upcasts(kernel, layouts, sizes)
+            for kernel in _lower_to_layouts(layouts, output, sizes, targets)]
+
+
+def _lower_to_layouts(
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
+    targets: Sequence[Sequence[str]],
+) -> list[Kernel | None]:
     big = {char for char in output if sizes[char] != 1}
-    if set(target) != big or len(target) != len(big):
-        return None
     a_labels, b_labels, a_prep, b_prep, workspace = _prepare_pair(layouts, big, sizes)
     a_order, a_dense, a_reduce, a_keep, _ = a_prep
     b_order, b_dense, b_reduce, b_keep, _ = b_prep
     contracted_set = {c for c in a_order if c in b_labels and c not in big}
-    batch_set = {c for c in big if c in a_labels and c in b_labels}
-    left_set = {c for c in big if c in a_labels and c not in b_labels}
-    right_set = {c for c in big if c in b_labels and c not in a_labels}
-    if not contracted_set:
-        return Kernel(
-            kind="mul",
-            inputs=(
-                InputPrep(reduce=a_reduce, keep=a_keep, copy=(), order=a_order),
-                InputPrep(reduce=b_reduce, keep=b_keep, copy=(), order=b_order),
-            ),
-            batch=tuple(c for c in a_order if c in b_labels),
-            left=tuple(c for c in a_order if c in left_set),
-            right=tuple(c for c in b_order if c in right_set),
-            out_order=target,
-            workspace=tuple(workspace),
-        )
+    batch_set = big & a_labels & b_labels
+    left_set = big & a_labels - b_labels
+    right_set = big & b_labels - a_labels
+    kernels: list[Kernel | None] = []
+    for wished in targets:
+        target = tuple(wished)
+        if set(target) != big or len(target) != len(big):
+            kernels.append(None)
+        elif not contracted_set:
+            kernels.append(Kernel(
+                kind="mul",
+                inputs=(
+                    InputPrep(reduce=a_reduce, keep=a_keep, copy=(), order=a_order),
+                    InputPrep(reduce=b_reduce, keep=b_keep, copy=(), order=b_order),
+                ),
+                batch=tuple(c for c in a_order if c in b_labels),
+                left=tuple(c for c in a_order if c in left_set),
+                right=tuple(c for c in b_order if c in right_set),
+                out_order=target,
+                workspace=tuple(workspace),
+            ))
+        else:
+            kernels.append(_bmm_to(a_prep, b_prep, (batch_set, left_set, right_set),
+                                   contracted_set, target, list(workspace), sizes))
+    return kernels
+
+
+def _bmm_to(
+    a_prep: _Prepared, b_prep: _Prepared, groups: tuple[set[str], set[str], set[str]],
+    contracted_set: set[str], target: tuple[str, ...], workspace: list[int],
+    sizes: Mapping[str, int],
+) -> Kernel | None:
+    """The bmm writing ``target`` (None: its groups cannot be split so)."""
+    a_order, a_dense, a_reduce, a_keep, _ = a_prep
+    b_order, b_dense, b_reduce, b_keep, _ = b_prep
+    batch_set, left_set, right_set = groups
     nb = len(batch_set)
     batch, rest = target[:nb], target[nb:]
     if set(batch) != batch_set:
@@ -299,13 +335,56 @@ def lower_to_layout(
         copied = ((_elements(a_copy, sizes) if a_copy else 0)
                   + (_elements(b_copy, sizes) if b_copy else 0))
         choices.append((copied, contracted, a_copy, b_copy))
-    _, contracted, a_copy, b_copy = min(choices, key=lambda choice: choice[0])
+    # The first of the cheapest.
+    _, contracted, a_copy, b_copy = choices[1] if choices[1][0] < choices[0][0] else choices[0]
     return _bmm_kernel(
         InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
         InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
         batch=batch, left=left, contracted=contracted, right=right,
         out_order=target, workspace=workspace, sizes=sizes,
     )
+
+
+def _with_upcasts(kernel: Kernel, layouts: Sequence[Layout], sizes: Mapping[str, int]) -> Kernel:
+    """The kernel with the float32 temporaries of its half-precision sums on the cpu.
+
+    On the cpu, torch sums a float16 or bfloat16 tensor over labels that lie in two or
+    more separate runs of its memory through float32: a float32 result, then a float32
+    copy of the input, then the sum (``should_use_acc_buffer`` in ATen's reductions).
+    Each entry of :attr:`Kernel.upcast` says what of the step's own tensors is live
+    then (elements of the dtype) and how many float32 elements the sum adds.
+    """
+    if kernel.kind not in ("reduce", "mul", "bmm"):
+        return kernel
+    upcast: list[tuple[int, int]] = []
+    made = 0  # elements of the step's buffers made before this input's sum
+    for layout, prep in zip(layouts, kernel.inputs, strict=True):
+        kept = _elements(prep.keep, sizes) if prep.reduce else 0
+        if prep.reduce and _separate_runs(layout, prep.reduce, sizes) > 1:
+            viewed = _elements(prep.reduce + prep.keep, sizes)
+            if viewed:
+                upcast.append((made + kept, kept + viewed))
+        made += kept + (_elements(prep.copy, sizes) if prep.copy else 0)
+    return replace(kernel, upcast=tuple(upcast)) if upcast else kernel
+
+
+def _separate_runs(layout: Layout, labels: Sequence[str], sizes: Mapping[str, int]) -> int:
+    """In how many separate runs of memory ``labels`` lie (what a sum cannot merge)."""
+    stride: dict[str, int] = {}
+    if layout.dense:
+        step = 1
+        for char in reversed(layout.memory):
+            stride[char] = step
+            step *= sizes[char]
+    else:  # a diagonal of a contiguous operand: each label's strides add up
+        step = 1
+        for char in reversed(layout.dims):
+            if sizes[char] != 1:
+                stride[char] = stride.get(char, 0) + step
+            step *= sizes[char]
+    ordered = sorted(labels, key=stride.__getitem__)
+    return 1 + sum(stride[inner] * sizes[inner] != stride[outer]
+                   for inner, outer in zip(ordered, ordered[1:]))
 
 
 def cached_kernel(

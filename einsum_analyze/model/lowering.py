@@ -20,8 +20,10 @@ from .kernels import (
     copied_elements,
     lower_contraction,
     lower_to_layout,
+    lower_to_layouts,
     readable_orders,
 )
+from .memo import shared_table
 from .schedule import Event, InputPrep, Kernel
 
 __all__ = [
@@ -50,6 +52,8 @@ def lower_events(
         sizes: Size of every label.
         cache: Kernels already chosen, by input layouts and output term, for lowering
             many schedules over the same ``sizes`` (a search does); filled as it goes.
+            By default the table that the lowerings of one analysis share
+            (:func:`~einsum_analyze.model.memo.shared_table`).
         lookahead: Choose layouts for the consumers (False, or a schedule of more than
             :data:`LOOKAHEAD_EVENTS` events: each contraction's own cheapest kernel,
             the products copying what they need).
@@ -57,8 +61,8 @@ def lower_events(
     Returns:
         The same events, contractions carrying ``kernel`` and ``workspace``.
     """
-    cache = {} if cache is None else cache
-    memo: Aimed = {}
+    cache = shared_table("kernels", sizes) if cache is None else cache
+    memo: Aimed = shared_table("aimed", sizes)
     track = lookahead and len(events) <= LOOKAHEAD_EVENTS
     operands = {f"in{k}": Layout.contiguous(term, sizes) for k, term in enumerate(operand_terms)}
     best, wishes, seen, kept = _lower_pass(events, operands, sizes, cache, {}, memo,
@@ -151,11 +155,13 @@ def _aim(
     targets: tuple[tuple[str, ...], ...],
 ) -> Kernel | None:
     best: Kernel | None = None
-    for target in targets:
-        kernel = lower_to_layout(layouts, output, sizes, target)
-        if kernel is not None and (
-                best is None or copied_elements(kernel, sizes) < copied_elements(best, sizes)):
-            best = kernel
+    best_copied = 0
+    for kernel in lower_to_layouts(layouts, output, sizes, targets):
+        if kernel is None:
+            continue
+        copied = copied_elements(kernel, sizes)
+        if best is None or copied < best_copied:
+            best, best_copied = kernel, copied
     return best
 
 
@@ -240,13 +246,14 @@ def _lower_pass(
             layouts[event.tensor] = made
             lowered.append(event)
             continue
-        given = tuple(layouts[name] for name in event.inputs)
+        given = tuple(map(layouts.__getitem__, event.inputs))
         if track:
-            sources = tuple(producer.get(name) for name in event.inputs)
+            sources = tuple(map(producer.get, event.inputs))
             seen.append((given, sources))
         targets = wishes.get(index)
         old = kept[index] if kept is not None else None
-        if old is not None and old[1] == targets and _same(old[0], given):
+        # The same layouts, as a rule the same objects (a tuple compares those first).
+        if old is not None and old[1] == targets and old[0] == given:
             record = old
         elif event.phase == "backward":
             key = (id(event), *map(id, given), targets)
@@ -271,12 +278,6 @@ def _lower_pass(
             _made(producer, event, index)
         lowered.append(record[2])
     return tuple(lowered), found, seen, records
-
-
-def _same(old: tuple[Layout, ...], new: tuple[Layout, ...]) -> bool:
-    """Whether two input lists hold the same layouts (the same objects, as a rule)."""
-    return len(old) == len(new) and all(
-        a is b or a == b for a, b in zip(old, new, strict=True))
 
 
 def _lower_forward(
@@ -317,8 +318,11 @@ def _wish(event: Event, sources: tuple[int | None, ...], found: Wishes) -> None:
     kernel = event.kernel
     if kernel is None or kernel.kind != "bmm":
         return
-    for position, (source, prep) in enumerate(zip(sources, kernel.inputs, strict=True)):
-        if source is not None and prep.copy and not prep.reduce and source not in found:
+    for position, source in enumerate(sources):
+        if source is None or source in found:
+            continue
+        prep = kernel.inputs[position]
+        if prep.copy and not prep.reduce:
             found[source] = readable_orders(kernel, position)
 
 

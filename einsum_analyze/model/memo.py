@@ -11,6 +11,12 @@ Only optimizers that return the same path for the same input are remembered (gre
 optimal and the branch searches, ``auto`` as the one it resolves to); the key is the
 optimizer, the terms, the output, the sizes and the limit.
 
+**Kernels.** One analysis lowers the forward plan three times (for the inference
+memory and as the forward phase of each strategy), and the strategies' backward phases
+ask for many of the same products: the lowering's kernel choices depend only on the
+inputs' layouts, the output and the sizes, so the lowerings of one analysis share them
+(:func:`shared_table`).
+
 **Strategies.** A strategy modelled on a path gives the same result under every limit
 of a sweep, unless it plans gradient contractions (those obey the limit); the
 ``torch-autograd`` model does not even read the path (torch plans its own). A sweep
@@ -23,14 +29,14 @@ another's work, so timing repeated analyses measures each in full.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from .equation import Equation
 
-__all__ = ["deterministic_path", "remembered_paths", "remembered", "strategy_key"]
+__all__ = ["deterministic_path", "remembered_paths", "remembered", "shared_table", "strategy_key"]
 
 _Memo = dict[tuple[Any, ...], Any]
 _SCOPE: ContextVar[_Memo | None] = ContextVar("einsum_analyze_memo", default=None)
@@ -115,6 +121,22 @@ def remembered(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
     if full not in remembered:
         remembered[full] = build()
     return remembered[full]
+
+
+def shared_table(kind: str, sizes: Mapping[str, int]) -> dict[Any, Any]:
+    """A table of pure answers over ``sizes``, shared inside :func:`remembered_paths`.
+
+    The caller fills it with answers that depend only on their key and ``sizes`` (the
+    lowering's kernel choices). Outside :func:`remembered_paths` it is a new table.
+    """
+    remembered = _SCOPE.get()
+    if remembered is None:
+        return {}
+    key = ("table", kind, tuple(sorted(sizes.items())))
+    table = remembered.get(key)
+    if table is None:
+        table = remembered[key] = {}
+    return table
 
 
 def strategy_key(name: str, plan: Any, grad: Sequence[int], *, itemsize: int,

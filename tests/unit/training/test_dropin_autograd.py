@@ -9,6 +9,7 @@ that fails.
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -319,3 +320,33 @@ def test_inference_operands_backward_does_not_read_are_accepted(strategy: str,
     want = torch.autograd.grad(TORCH_EINSUM("ij,jk,kl->il", a, b, c).sum(), c)[0]
     got = torch.autograd.grad(einsum("ij,jk,kl->il", a, b, c, strategy=strategy).sum(), c)[0]
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_saved_tensors_hooks_see_what_the_plan_saves(strategy: str, eager_path: str) -> None:
+    """saved_tensors_hooks (non-reentrant checkpoint, save_on_cpu) see the saved tensors."""
+    packed: list[torch.Tensor] = []
+    a, b = (t.requires_grad_() for t in _pair())
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t,
+                                                  lambda t: t):
+        y = einsum("ij,jk->ik", a, b, strategy=strategy)
+    assert packed, "the hooks saw none of the tensors the backward reads"
+    got = torch.autograd.grad(y.sum(), [a, b])
+    want = torch.autograd.grad(TORCH_EINSUM("ij,jk->ik", a, b).sum(), [a, b])
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_non_reentrant_checkpoint_gives_torch_einsums_gradients(strategy: str,
+                                                                eager_path: str) -> None:
+    def block(op: Any, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return op("ij,jk->ik", x.sin(), y).cos()  # type: ignore[no-any-return]
+
+    grads = []
+    for op in (TORCH_EINSUM, functools.partial(einsum, strategy=strategy)):
+        a, b = (t.requires_grad_() for t in _pair())
+        out = torch.utils.checkpoint.checkpoint(block, op, a, b, use_reentrant=False)
+        grads.append(torch.autograd.grad(out.sum(), [a, b]))
+    for g, w in zip(*grads, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
