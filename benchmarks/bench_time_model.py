@@ -79,8 +79,9 @@ def use_clock(device: str, args: argparse.Namespace) -> None:
     if clock == "cpu" and not (on_cpu and torch.get_num_threads() == 1):
         raise SystemExit("--clock cpu needs --device cpu and one thread (the calibration "
                          "uses it only there)")
-    # execute() times with measure()'s default clock: the benchmark sets it for its runs.
-    timing.measure.__kwdefaults__["clock"] = _common.CLOCKS[clock]
+    # execute() times its runs with prepare()'s default clock: the benchmark sets it.
+    for timed in (timing.prepare, timing.measure):
+        timed.__kwdefaults__["clock"] = _common.CLOCKS[clock]
     args.clock = clock
 
 
