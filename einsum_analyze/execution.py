@@ -351,6 +351,7 @@ def predicted_retained(strategy: StrategyResult, report: Report, is_cuda: bool) 
         output_elements=report.plan.steps[-1].output_elements,
         itemsize=report.itemsize,
         granularity=CUDA_GRANULARITY,
+        cpu=False,
     ).retained_bytes
 
 

@@ -276,6 +276,7 @@ def predicted_peak_bytes(
         itemsize=itemsize,
         granularity=CUDA_GRANULARITY if is_cuda else 1,
         upstream_copy=upstream_copy,
+        cpu=not is_cuda,
     )
     return replay.peak_bytes + sum(allocated_bytes(b, is_cuda) for b in input_bytes)
 
