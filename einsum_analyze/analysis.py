@@ -26,6 +26,7 @@ from .model.planning import (
     plan_contraction,
 )
 from .model.types import DTYPE_ITEMSIZE
+from .model.units import format_exact_bytes
 from .report.budgets import apply_budgets
 from .report.cases import BatchReport, Case, CaseEntry, CaseOutcome
 from .report.report import Report, environment
@@ -434,14 +435,17 @@ def _search(
 
 def _no_fit_warning(recommended: Recommendation, summary: BudgetSummary | None) -> str:
     plan = recommended.plan
+    assert recommended.budget_bytes is not None  # no fit means a budget was set
     floor = ""
     if summary is not None and summary.budget_bytes < summary.floor_bytes:
-        floor = (f"; the budget is below the floor of {summary.floor_bytes:,} B (inputs, "
-                 "upstream gradient and returned gradients)")
+        floor = (f"; the budget is below the floor of "
+                 f"{format_exact_bytes(summary.floor_bytes)}, the inputs, upstream "
+                 "gradient and returned gradients")
     return (
-        f"no plan fits the training budget of {recommended.budget_bytes:,} B: the smallest "
-        f"reachable training peak is {plan.peak_bytes:,} B ({plan.strategy} on the "
-        f"{plan.source} path {[list(p) for p in plan.path]}){floor}"
+        f"no plan fits the training budget of {format_exact_bytes(recommended.budget_bytes)}: "
+        f"the smallest reachable training peak is {format_exact_bytes(plan.peak_bytes)}, "
+        f"with {plan.strategy} on the {plan.source} path {[list(p) for p in plan.path]}"
+        f"{floor}"
     )
 
 

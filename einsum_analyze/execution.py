@@ -21,9 +21,9 @@ from dataclasses import replace
 from typing import Any
 
 from .backends import get_backend
-from .backends.base import CUDA_GRANULARITY, Run, make_context, predicted_peak_bytes
-from .backends.baselines import BASELINES, run_baseline
-from .backends.runners import run_strategy
+from .backends.base import CUDA_GRANULARITY, Run, make_context, predicted_peak_bytes, time_together
+from .backends.baselines import BASELINES, prepare_baseline
+from .backends.runners import prepare_strategy
 from .errors import BackendUnavailableError, PlanningError
 from .model.memory import simulate_memory
 from .model.parsing import parse_bytes
@@ -194,24 +194,28 @@ def execute_report(
             explicit=eq.explicit, seed=seed, grad=grad, check=check,
             scales=operand_scales(report),
         )
+        # Every run is measured and warmed up first, then all are timed in the same
+        # rounds (time_together): each ratio to the baseline is over blocks measured
+        # side by side, so a change of load during the runs cancels.
+        pending = []
         for name, is_baseline, strategy in wanted:
             done += 1
             if on_progress is not None:
                 on_progress(f"{done}/{total} {name} on {device}"
                             + ("" if is_baseline else f" ({backend})"))
             if is_baseline:
-                run = run_baseline(
+                item = prepare_baseline(
                     name, context, text=eq.text, explicit=eq.explicit, path=report.plan.path,
                     peak_bytes_predicted=(predicted_peak(report, model, context.is_cuda)
                                           if model else None),
                     retained_bytes_predicted=model.memory.retained_bytes if model else None,
-                    repeats=repeats, warmup=warmup,
+                    warmup=warmup,
                 )
-                if run.skipped:
-                    warnings.append(f"{name} on {device}: {run.skipped}")
+                if item.run.skipped:
+                    warnings.append(f"{name} on {device}: {item.run.skipped}")
             else:
                 assert strategy is not None
-                run = run_strategy(
+                item = prepare_strategy(
                     executor, context, strategy=strategy.name, events=strategy.events,
                     sizes=strategy.sizes(eq.size_dict),
                     peak_bytes_predicted=predicted_peak(report, strategy, context.is_cuda),
@@ -219,12 +223,15 @@ def execute_report(
                                                                 context.is_cuda),
                     repeats=repeats, warmup=warmup, profile_steps=profile_steps,
                 )
+            pending.append(item)
+        for run in time_together(pending, repeats=repeats):
             if run.max_grad_error is not None and not math.isfinite(run.max_grad_error):
                 run = _overflowed(run, report, context)
                 overflowed.setdefault((device, run.note or ""), []).append(run.strategy)
             runs.append(run)
             if on_run is not None:
                 on_run(run)
+        del pending
         del context
     warnings.extend(f"{', '.join(names)} on {device} {note}"
                     for (device, note), names in overflowed.items())
@@ -344,6 +351,7 @@ def predicted_retained(strategy: StrategyResult, report: Report, is_cuda: bool) 
         output_elements=report.plan.steps[-1].output_elements,
         itemsize=report.itemsize,
         granularity=CUDA_GRANULARITY,
+        cpu=False,
     ).retained_bytes
 
 

@@ -9,14 +9,14 @@ inside the functions that need it only.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..model.memory import Event, simulate_memory
 from ..roofline.steps import StepTime
 from ..roofline.time_model import PredictedTime
 from .relabel import ascii_equation, contract_along_path, torch_equation
-from .timing import Measurement
+from .timing import Measurement, Timer, measure_interleaved
 
 __all__ = [
     "CALLER_UPSTREAM",
@@ -24,12 +24,14 @@ __all__ = [
     "DeviceContext",
     "Executor",
     "MemoryFigures",
+    "PendingRun",
     "Run",
     "allocated_bytes",
     "ascii_equation",
     "make_context",
     "predicted_peak_bytes",
     "relative_error",
+    "time_together",
     "torch_equation",
 ]
 
@@ -110,6 +112,39 @@ class Run:
             data["steps"] = [step.to_dict(total) for step in self.steps]
             data["steps_other_s"] = self.other_s
         return data
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRun:
+    """A run whose memory and gradients are known and whose timing is still to come.
+
+    Attributes:
+        run: The run without its timings (or a skipped run, with no timers).
+        forward: The forward pass, warmed up and ready to time.
+        backward: The backward pass (None when nothing is differentiated).
+    """
+
+    run: Run
+    forward: Timer | None = None
+    backward: Timer | None = None
+
+
+def time_together(pending: Sequence[PendingRun], *, repeats: int) -> tuple[Run, ...]:
+    """Time every pending run's phases in the same rounds, one block of each per round.
+
+    A ratio of two runs' medians (a strategy against the torch baseline) is then taken
+    over blocks measured side by side, so a change of load during the runs cancels.
+    """
+    timers = [timer for item in pending for timer in (item.forward, item.backward)
+              if timer is not None]
+    measured = iter(measure_interleaved(timers, repeats=repeats))
+    runs = []
+    for item in pending:
+        forward = next(measured) if item.forward is not None else None
+        backward = next(measured) if item.backward is not None else None
+        runs.append(item.run if forward is None and backward is None
+                    else replace(item.run, forward=forward, backward=backward))
+    return tuple(runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +276,7 @@ def predicted_peak_bytes(
         itemsize=itemsize,
         granularity=CUDA_GRANULARITY if is_cuda else 1,
         upstream_copy=upstream_copy,
+        cpu=not is_cuda,
     )
     return replay.peak_bytes + sum(allocated_bytes(b, is_cuda) for b in input_bytes)
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .base import DeviceContext, Run, relative_error
+from .base import DeviceContext, PendingRun, Run, relative_error
 from .relabel import TORCH_LABELS, contract_along_path, torch_equation, widest_step
-from .timing import measure
+from .timing import prepare
 
-__all__ = ["BASELINES", "run_baseline"]
+__all__ = ["BASELINES", "prepare_baseline"]
 
 BASELINES = ("torch-autograd", "opt_einsum-torch")
 """torch.einsum under autograd; opt_einsum.contract on the report's path under autograd."""
@@ -70,7 +70,7 @@ def _contraction(name: str, text: str, explicit: str, shapes: Sequence[Sequence[
     return contract, None
 
 
-def run_baseline(
+def prepare_baseline(
     name: str,
     context: DeviceContext,
     *,
@@ -79,10 +79,13 @@ def run_baseline(
     path: Sequence[Sequence[int]],
     peak_bytes_predicted: int | None,
     retained_bytes_predicted: int | None,
-    repeats: int,
     warmup: int,
-) -> Run:
-    """Run a torch baseline under autograd: check its gradients, measure, time it.
+) -> PendingRun:
+    """Run a torch baseline under autograd, untimed: check its gradients, measure it.
+
+    Its forward and backward are warmed up, to be timed in rounds beside the other runs
+    (:func:`.base.time_together`); a baseline that fails comes back skipped, with no
+    timers.
 
     Args:
         name: One of :data:`BASELINES`.
@@ -92,7 +95,6 @@ def run_baseline(
         path: The report's forward path (for ``opt_einsum-torch``).
         peak_bytes_predicted: The torch-autograd model's peak, inputs included.
         retained_bytes_predicted: The model's retained bytes.
-        repeats: Timed blocks per phase.
         warmup: Untimed calls first.
     """
     import torch
@@ -151,8 +153,8 @@ def run_baseline(
         retained = sum(saved.values())
     except (RuntimeError, ValueError) as err:
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        return Run(strategy=name, is_baseline=True, device=device, backend="torch",
-                   skipped=f"failed: {message}")
+        return PendingRun(Run(strategy=name, is_baseline=True, device=device,
+                              backend="torch", skipped=f"failed: {message}"))
     error = (max(relative_error(g, context.oracle[k]) for k, g in zip(grad, grads, strict=True))
              if grad and context.oracle else None)
     del grads
@@ -170,18 +172,16 @@ def run_baseline(
         y, wanted, upstream = state
         torch.autograd.grad(y, wanted, upstream.reshape(y.shape))
 
-    forward_m = measure(forward, repeats=repeats, warmup=warmup, fence=context.fence,
+    forward_t = prepare(forward, warmup=warmup, fence=context.fence,
                         fence_name=context.fence_name)
-    backward_m = (measure(backward, setup=setup, repeats=repeats, warmup=warmup,
-                          fence=context.fence, fence_name=context.fence_name)
+    backward_t = (prepare(backward, setup=setup, warmup=warmup, fence=context.fence,
+                          fence_name=context.fence_name)
                   if grad else None)
-    return Run(
+    return PendingRun(Run(
         strategy=name,
         is_baseline=True,
         device=device,
         backend="torch",
-        forward=forward_m,
-        backward=backward_m,
         peak_bytes_measured=peak + context.input_bytes,
         peak_bytes_predicted=peak_bytes_predicted,
         retained_bytes_measured=int(retained),
@@ -189,4 +189,4 @@ def run_baseline(
         max_grad_error=error,
         memory_measurement=basis,
         note=note,
-    )
+    ), forward_t, backward_t)

@@ -1,4 +1,4 @@
-"""One strategy's run with any executor: check its gradients, measure, time it."""
+"""One strategy's run with any executor: check its gradients, measure, make its timers."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model.memory import Event
-from .base import DeviceContext, Executor, Run, relative_error
+from .base import DeviceContext, Executor, PendingRun, Run, relative_error
 from .step_timing import time_steps
-from .timing import Measurement, measure
+from .timing import Timer, prepare
 
-__all__ = ["run_strategy"]
+__all__ = ["prepare_strategy"]
 
 
-def run_strategy(
+def prepare_strategy(
     executor: Executor,
     context: DeviceContext,
     *,
@@ -25,12 +25,13 @@ def run_strategy(
     repeats: int,
     warmup: int,
     profile_steps: bool = False,
-) -> Run:
-    """Run one of our strategies with ``executor`` on the context's device.
+) -> PendingRun:
+    """Run one of our strategies with ``executor`` on the context's device, untimed.
 
     The memory figures come from ``executor.measure_memory`` (one untimed run); the
     gradients of another untimed run are checked against the oracle; then forward and
-    backward are timed, with no measurement running.
+    backward are warmed up, to be timed with no measurement running, in rounds beside
+    the other runs (:func:`.base.time_together`).
 
     Args:
         executor: A registered backend's executor.
@@ -40,7 +41,7 @@ def run_strategy(
         sizes: Size of every label.
         peak_bytes_predicted: The model's peak, inputs included, on the device's basis.
         retained_bytes_predicted: The model's retained bytes.
-        repeats: Timed blocks per phase.
+        repeats: Timed blocks of each step (``profile_steps``).
         warmup: Untimed calls first.
         profile_steps: Also time every step (:mod:`.step_timing`; torch executor only).
     """
@@ -53,16 +54,14 @@ def run_strategy(
         gradients = executor.gradients(program, state)
         error = max(relative_error(gradients[k], context.oracle[k]) for k in context.grad)
         del state, gradients
-    forward, backward = _time(executor, program, context, repeats, warmup)
+    forward, backward = _timers(executor, program, context, warmup)
     timed = (time_steps(program, context, events, repeats=repeats, warmup=warmup)
              if profile_steps else None)
-    return Run(
+    return PendingRun(Run(
         strategy=strategy,
         is_baseline=False,
         device=context.device,
         backend=executor.name,
-        forward=forward,
-        backward=backward,
         peak_bytes_measured=memory.peak_bytes_without_inputs + context.input_bytes,
         peak_bytes_predicted=peak_bytes_predicted,
         retained_bytes_measured=memory.retained_bytes,
@@ -71,11 +70,11 @@ def run_strategy(
         memory_measurement=memory.basis,
         steps=timed[0] if timed else (),
         other_s=timed[1] if timed else None,
-    )
+    ), forward, backward)
 
 
-def _time(executor: Executor, program: Any, context: DeviceContext, repeats: int,
-          warmup: int) -> tuple[Measurement, Measurement | None]:
+def _timers(executor: Executor, program: Any, context: DeviceContext,
+            warmup: int) -> tuple[Timer, Timer | None]:
     def forward(_: Any = None) -> Any:
         return executor.forward(program)
 
@@ -85,10 +84,9 @@ def _time(executor: Executor, program: Any, context: DeviceContext, repeats: int
     def backward(state: Any) -> None:
         executor.backward(program, state)
 
-    forward_m = measure(forward, repeats=repeats, warmup=warmup, fence=context.fence,
+    forward_t = prepare(forward, warmup=warmup, fence=context.fence,
                         fence_name=context.fence_name)
     if not executor.has_backward(program):
-        return forward_m, None
-    backward_m = measure(backward, setup=setup, repeats=repeats, warmup=warmup,
-                         fence=context.fence, fence_name=context.fence_name)
-    return forward_m, backward_m
+        return forward_t, None
+    return forward_t, prepare(backward, setup=setup, warmup=warmup, fence=context.fence,
+                              fence_name=context.fence_name)

@@ -1,4 +1,8 @@
-"""Time a prepared callable: warm-up, block sizing, fences, median and spread.
+"""Time prepared callables: warm-up, block sizing, fences, median and spread.
+
+Several callables are timed in rounds, one block of each per round
+(:func:`measure_interleaved`), so that their ratios are taken over blocks measured side
+by side.
 
 Setup stays out of the timed block. Calls that need a fresh state each time (a backward
 pass needs a forward pass first) are timed one call a block, with the setup done and
@@ -10,11 +14,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Measurement", "measure"]
+__all__ = ["Measurement", "Timer", "measure", "measure_interleaved", "prepare"]
 
 NOISY = 0.10
 """IQR over median at or above which a measurement is flagged as noisy."""
@@ -97,6 +101,104 @@ class Measurement:
         }
 
 
+@dataclass(slots=True, kw_only=True)
+class Timer:
+    """One callable, warmed up and its block sized, ready to be timed beside others.
+
+    Attributes:
+        call: The timed function; it receives the state made by ``setup`` (or None).
+        setup: Makes a fresh state before every call, outside the clock.
+        calls_per_block: Calls in every block.
+        warmup_calls: Untimed calls already made.
+        fence: Waits for the device to finish.
+        fence_name: How ``fence`` synchronises, for the report.
+        clock: Seconds since an arbitrary origin.
+    """
+
+    call: Callable[[Any], Any]
+    setup: Callable[[], Any] | None
+    calls_per_block: int
+    warmup_calls: int
+    fence: Callable[[], None]
+    fence_name: str
+    clock: Callable[[], float]
+
+    def block(self) -> float:
+        """Wall seconds of one timed block (states made and fenced before the clock)."""
+        return _one_block(self, self.calls_per_block)
+
+
+def _one_block(timer: Timer, calls: int) -> float:
+    states = ([timer.setup() for _ in range(calls)] if timer.setup is not None
+              else [None] * calls)
+    timer.fence()
+    start = timer.clock()
+    for state in states:
+        timer.call(state)
+    timer.fence()
+    return timer.clock() - start
+
+
+def prepare(
+    call: Callable[[Any], Any],
+    *,
+    setup: Callable[[], Any] | None = None,
+    warmup: int = 3,
+    fence: Callable[[], None] = lambda: None,
+    fence_name: str = "none",
+    clock: Callable[[], float] = time.perf_counter,
+    target_block_s: float = 0.02,
+    max_calls_per_block: int = 1000,
+) -> Timer:
+    """Warm ``call`` up and size its block; nothing of it is timed for the report yet.
+
+    Without ``setup``, blocks grow tenfold until one takes ``target_block_s`` (or
+    ``max_calls_per_block`` is reached); that growth doubles as warm-up. With ``setup``,
+    each block is one call whose state ``setup`` prepared untimed. The arguments are
+    :func:`measure`'s.
+    """
+    timer = Timer(call=call, setup=setup, calls_per_block=1, warmup_calls=0, fence=fence,
+                  fence_name=fence_name, clock=clock)
+    for _ in range(warmup):
+        _one_block(timer, 1)
+        timer.warmup_calls += 1
+    if setup is None:
+        calls = 1
+        while calls < max_calls_per_block:
+            elapsed = _one_block(timer, calls)
+            timer.warmup_calls += calls
+            if elapsed >= target_block_s:
+                break
+            calls = min(calls * 10, max_calls_per_block)
+        timer.calls_per_block = calls
+    return timer
+
+
+def measure_interleaved(timers: Sequence[Timer], *, repeats: int) -> tuple[Measurement, ...]:
+    """Time every timer's ``repeats`` blocks in rounds: one block of each per round.
+
+    Blocks measured side by side see the same load, so a change of load during the
+    rounds moves every timer's median alike and their ratios keep. Each round starts one
+    timer further on, so that no timer always follows the same one.
+
+    Example:
+        >>> timers = [prepare(lambda state: sum(range(100)), warmup=1) for _ in range(2)]
+        >>> [len(m.block_times_s) for m in measure_interleaved(timers, repeats=3)]
+        [3, 3]
+    """
+    if repeats < 1:
+        raise ValueError("repeats must be at least 1")
+    blocks: list[list[float]] = [[] for _ in timers]
+    for round_ in range(repeats):
+        for offset in range(len(timers)):
+            index = (round_ + offset) % len(timers)
+            blocks[index].append(timers[index].block())
+    return tuple(
+        Measurement(block_times_s=tuple(times), calls_per_block=timer.calls_per_block,
+                    warmup_calls=timer.warmup_calls, fence=timer.fence_name)
+        for timer, times in zip(timers, blocks, strict=True))
+
+
 def measure(
     call: Callable[[Any], Any],
     *,
@@ -109,7 +211,7 @@ def measure(
     target_block_s: float = 0.02,
     max_calls_per_block: int = 1000,
 ) -> Measurement:
-    """Time ``call`` after warm-up.
+    """Time ``call`` after warm-up, on its own (:func:`measure_interleaved` of one).
 
     Without ``setup``, calls run in blocks whose size grows tenfold until a block takes
     ``target_block_s`` (or ``max_calls_per_block`` is reached); that growth doubles as
@@ -137,32 +239,7 @@ def measure(
     """
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
-
-    def one_block(calls: int) -> float:
-        states = [setup() for _ in range(calls)] if setup is not None else [None] * calls
-        fence()
-        start = clock()
-        for state in states:
-            call(state)
-        fence()
-        return clock() - start
-
-    warmed = 0
-    for _ in range(warmup):
-        one_block(1)
-        warmed += 1
-    calls = 1
-    if setup is None:
-        while calls < max_calls_per_block:
-            elapsed = one_block(calls)
-            warmed += calls
-            if elapsed >= target_block_s:
-                break
-            calls = min(calls * 10, max_calls_per_block)
-    blocks = tuple(one_block(calls) for _ in range(repeats))
-    return Measurement(
-        block_times_s=blocks,
-        calls_per_block=calls,
-        warmup_calls=warmed,
-        fence=fence_name,
-    )
+    timer = prepare(call, setup=setup, warmup=warmup, fence=fence, fence_name=fence_name,
+                    clock=clock, target_block_s=target_block_s,
+                    max_calls_per_block=max_calls_per_block)
+    return measure_interleaved([timer], repeats=repeats)[0]

@@ -259,6 +259,8 @@ class TorchExecutor:
         return {k: state[f"d{k}"] for k in program.context.grad}
 
     def _both(self, program: _Program) -> Live:
+        if not self.has_backward(program):
+            return self.forward(program)  # no upstream gradient: nothing to take it
         return self.backward(program, self.prepare_backward(program, self.forward(program)))
 
     def measure_memory(self, program: _Program) -> MemoryFigures:

@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..model.units import format_seconds
+
 __all__ = ["RANK_ENVIRONMENT", "RankOutcome", "error_rank", "free_port", "launch",
            "mark_progress"]
 
@@ -220,7 +222,7 @@ class _Watch:
             beat = self.beats[rank]
             if self.marks[rank] > 0 and now - beat > self.stall_s:
                 return RankOutcome(rank, None, f"stopped responding: no heartbeat for "
-                                   f"{self.stall_s:.3g} s{_state(self.processes[rank].pid)}")
+                                   f"{format_seconds(self.stall_s)}{_state(self.processes[rank].pid)}")
         marks = [self.marks[r] for r in range(len(self.processes))]
         if marks != self.seen:
             self.seen, self.changed = marks, now
@@ -229,7 +231,7 @@ class _Watch:
             return None
         working = [r for r in open_ranks if not self.waiting[r]] or open_ranks
         rank = min(working, key=lambda r: (marks[r], r))
-        return RankOutcome(rank, None, f"no progress for {self.stall_s:.3g} s (the limit "
+        return RankOutcome(rank, None, f"no progress for {format_seconds(self.stall_s)} (the limit "
                            f"for its predicted work) while the others wait")
 
 
@@ -282,7 +284,8 @@ def _collect(processes: Sequence[Any], results: Any, outcomes: dict[int, RankOut
         if now > deadline:
             for rank in range(len(processes)):
                 if rank not in outcomes:
-                    outcomes[rank] = RankOutcome(rank, None, f"no result after {timeout_s:g} s")
+                    outcomes[rank] = RankOutcome(
+                        rank, None, f"no result after {format_seconds(timeout_s)}")
             return
     culprit = min((o for o in outcomes.values() if o.error is not None),
                   key=lambda o: (error_rank(o.error), o.rank), default=None)

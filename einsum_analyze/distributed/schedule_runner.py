@@ -196,7 +196,8 @@ class ScheduleSlices:
         replay = simulate_memory(
             lowered.events, input_elements=0,
             output_elements=self.plan.steps[-1].output_elements if self.plan.steps else 1,
-            itemsize=self.itemsize, granularity=CUDA_GRANULARITY if is_cuda else 1)
+            itemsize=self.itemsize, granularity=CUDA_GRANULARITY if is_cuda else 1,
+            cpu=not is_cuda)
         if exchange is None:
             return replay.peak_bytes + inputs
         packs = [sum(allocated_bytes(e * self.itemsize, is_cuda) for e in per_round)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .schedule import InputPrep, Kernel
 
@@ -146,6 +146,12 @@ def lower_contraction(
         >>> k.kind, k.workspace
         ('bmm', ())
     """
+    return _with_upcasts(_lower_contraction(layouts, output, sizes), layouts, sizes)
+
+
+def _lower_contraction(
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int]
+) -> Kernel:
     if len(layouts) > 2:
         # torch.einsum's result, copied contiguous: its labels in the output's order.
         return Kernel(kind="einsum", inputs=(), out_order=_memory_labels(output, sizes)[0])
@@ -258,6 +264,14 @@ def lower_to_layouts(
     targets: Sequence[Sequence[str]],
 ) -> list[Kernel | None]:
     """:func:`lower_to_layout` for each of ``targets`` (the inputs prepared once)."""
+    return [None if kernel is None else _with_upcasts(kernel, layouts, sizes)
+            for kernel in _lower_to_layouts(layouts, output, sizes, targets)]
+
+
+def _lower_to_layouts(
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
+    targets: Sequence[Sequence[str]],
+) -> list[Kernel | None]:
     big = {char for char in output if sizes[char] != 1}
     a_labels, b_labels, a_prep, b_prep, workspace = _prepare_pair(layouts, big, sizes)
     a_order, a_dense, a_reduce, a_keep, _ = a_prep
@@ -329,6 +343,48 @@ def _bmm_to(
         batch=batch, left=left, contracted=contracted, right=right,
         out_order=target, workspace=workspace, sizes=sizes,
     )
+
+
+def _with_upcasts(kernel: Kernel, layouts: Sequence[Layout], sizes: Mapping[str, int]) -> Kernel:
+    """The kernel with the float32 temporaries of its half-precision sums on the cpu.
+
+    On the cpu, torch sums a float16 or bfloat16 tensor over labels that lie in two or
+    more separate runs of its memory through float32: a float32 result, then a float32
+    copy of the input, then the sum (``should_use_acc_buffer`` in ATen's reductions).
+    Each entry of :attr:`Kernel.upcast` says what of the step's own tensors is live
+    then (elements of the dtype) and how many float32 elements the sum adds.
+    """
+    if kernel.kind not in ("reduce", "mul", "bmm"):
+        return kernel
+    upcast: list[tuple[int, int]] = []
+    made = 0  # elements of the step's buffers made before this input's sum
+    for layout, prep in zip(layouts, kernel.inputs, strict=True):
+        kept = _elements(prep.keep, sizes) if prep.reduce else 0
+        if prep.reduce and _separate_runs(layout, prep.reduce, sizes) > 1:
+            viewed = _elements(prep.reduce + prep.keep, sizes)
+            if viewed:
+                upcast.append((made + kept, kept + viewed))
+        made += kept + (_elements(prep.copy, sizes) if prep.copy else 0)
+    return replace(kernel, upcast=tuple(upcast)) if upcast else kernel
+
+
+def _separate_runs(layout: Layout, labels: Sequence[str], sizes: Mapping[str, int]) -> int:
+    """In how many separate runs of memory ``labels`` lie (what a sum cannot merge)."""
+    stride: dict[str, int] = {}
+    if layout.dense:
+        step = 1
+        for char in reversed(layout.memory):
+            stride[char] = step
+            step *= sizes[char]
+    else:  # a diagonal of a contiguous operand: each label's strides add up
+        step = 1
+        for char in reversed(layout.dims):
+            if sizes[char] != 1:
+                stride[char] = stride.get(char, 0) + step
+            step *= sizes[char]
+    ordered = sorted(labels, key=stride.__getitem__)
+    return 1 + sum(stride[inner] * sizes[inner] != stride[outer]
+                   for inner, outer in zip(ordered, ordered[1:]))
 
 
 def cached_kernel(

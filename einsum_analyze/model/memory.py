@@ -118,6 +118,7 @@ def simulate_memory(
     itemsize: int,
     granularity: int = 1,
     upstream_copy: bool = False,
+    cpu: bool = True,
 ) -> MemoryProfile:
     """Replay ``events`` and report live bytes.
 
@@ -138,6 +139,8 @@ def simulate_memory(
             device allocator does (CUDA's rounds to 512); 1 counts exact bytes.
         upstream_copy: The seed is a copy of the caller's upstream gradient (complex
             dtypes), not the caller's tensor itself.
+        cpu: The cpu's kernels: a 2-byte dtype's sums count their float32 temporaries
+            (:attr:`Kernel.upcast`); False for a CUDA device, whose sums make none.
 
     Returns:
         The :class:`MemoryProfile`.
@@ -164,8 +167,10 @@ def simulate_memory(
     forward_end_total = total
     after: list[int] = []
     high: list[int] = []
+    upcasts = cpu and itemsize == 2
     for number, event in enumerate(events):
         if event.kind == "alloc":
+            base = total
             if event.tensor in live:
                 raise ValueError(f"tensor {event.tensor} allocated twice")
             size = nbytes(event.elements)
@@ -186,6 +191,9 @@ def simulate_memory(
                     caller.discard(name)
                     caller.add(event.tensor)
             top = total + sum(nbytes(w) for w in event.workspace)
+            if upcasts and event.kernel is not None and event.kernel.upcast:
+                top = max(top, *(base + made * itemsize + 4 * extra
+                                 for made, extra in event.kernel.upcast))
         else:
             freed = live.pop(event.tensor, None)
             if freed is None:

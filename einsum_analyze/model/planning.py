@@ -18,6 +18,7 @@ from .equation import Equation
 from .memo import deterministic_path
 from .parsing import parse_memory_limit  # moved to parsing; importable here as before
 from .types import Label, LinearPath, SizeDict, SsaPath, Term
+from .units import format_seconds
 
 __all__ = [
     "DEFAULT_MAX_SEARCH_S",
@@ -440,7 +441,7 @@ def _search_path(
             if best is not None:
                 found = [tuple(int(i) for i in step) for step in paths.ssa_to_linear(best)]
     spent = time.monotonic() - start
-    what = (f"{name} stopped searching {subject}'s path after {spent:.3g} s, at the time "
+    what = (f"{name} stopped searching {subject}'s path after {format_seconds(spent)}, at the time "
             f"limit {TIME_LIMIT_NOTE}")
     if found is not None:
         return found, name, (f"{what}; the report uses the best path it had found "

@@ -52,6 +52,11 @@ class Kernel:
         promote: Inputs whose dense copy replaces them once the step is done, because
             they are kept for backward: one tensor is kept, not two, and the backward
             product reads the copy without copying again.
+        upcast: The cpu's float32 temporaries of a half-precision sum of an input, one
+            entry per such sum: elements of the step's own tensors then live (its
+            output, for a ``"reduce"``; the buffers its inputs' preparations made so
+            far, for a product), and the float32 elements the sum adds. The memory
+            replay counts them on the cpu for 2-byte dtypes.
     """
 
     kind: KernelKind
@@ -63,6 +68,7 @@ class Kernel:
     out_order: tuple[str, ...] = ()
     workspace: tuple[int, ...] = ()
     promote: tuple[int, ...] = ()
+    upcast: tuple[tuple[int, int], ...] = ()
 
 
 EventKind = Literal["alloc", "free"]

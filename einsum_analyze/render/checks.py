@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..report.report import BudgetCheck, Report
-from .formatting import format_bytes, format_count, format_seconds
+from .formatting import format_bytes, format_count, format_exact_bytes, format_seconds
 from .layout import print_table
 
 if TYPE_CHECKING:
@@ -45,8 +45,7 @@ def _exact_figure(value: float | None, unit: str) -> str:
         case "flops":
             return f"{int(value):,} FLOPs"
         case "bytes":
-            exact = f"{int(value):,} B"
-            return exact if value < 1024 else f"{exact} ({format_bytes(value)})"
+            return format_exact_bytes(int(value))
         case "s":
             return format_seconds(float(value))
         case "ratio":

@@ -23,6 +23,7 @@ from ..analysis import analyze
 from ..errors import EinsumAnalyzeError
 from ..model.deadline import remaining_s, search_deadline
 from ..model.types import DTYPE_ITEMSIZE
+from ..model.units import format_exact_bytes, format_seconds
 from ..roofline import predict_time
 from ..search import DEFAULT_PROFILE, TORCH_SOURCE, objective_key
 from ..strategies import StrategyResult, get_strategy, strategy_names
@@ -154,8 +155,9 @@ def _choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
     if budget != NO_BUDGET and torch_peak > budget:
         result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget)
         return DropinChoice(result=result, runs_torch=False, reason=(
-            f"torch.einsum's predicted peak {torch_peak} B is over the budget of "
-            f"{budget} B; {result.name!r} peaks at {result.memory.peak_bytes} B"))
+            f"torch.einsum's predicted peak {format_exact_bytes(torch_peak)} is over the "
+            f"budget of {format_exact_bytes(budget)}; {result.name!r} peaks at "
+            f"{format_exact_bytes(result.memory.peak_bytes)}"))
     try:
         result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget)
     except EinsumAnalyzeError:
@@ -164,8 +166,9 @@ def _choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
         result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, NO_BUDGET)
     ours_s = predicted_s(result, sizes, dtype)
     peak = result.memory.peak_bytes
-    figures = (f"{result.name!r} predicted {ours_s:.3g} s, peak {peak} B; torch.einsum "
-               f"{torch_s:.3g} s, peak {torch_peak} B")
+    figures = (f"{result.name!r} predicted {format_seconds(ours_s)}, peak "
+               f"{format_exact_bytes(peak)}; torch.einsum {format_seconds(torch_s)}, peak "
+               f"{format_exact_bytes(torch_peak)}")
     if peak > torch_peak:
         return DropinChoice(result=result, runs_torch=True,
                             reason=f"torch.einsum: no plan peaks lower ({figures})")
@@ -206,12 +209,14 @@ def choose_plan(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
     best = min(tried, key=lambda r: r.memory.peak_bytes)
     if fitting:
         raise EinsumAnalyzeError(
-            f"strategy {first.name!r} peaks at {first.memory.peak_bytes} B, over the budget "
-            f"of {budget} B; strategy {fitting[0].name!r} fits (or use strategy='auto')"
+            f"strategy {first.name!r} peaks at {format_exact_bytes(first.memory.peak_bytes)}, "
+            f"over the budget of {format_exact_bytes(budget)}; strategy "
+            f"{fitting[0].name!r} fits (or use strategy='auto')"
         )
     raise EinsumAnalyzeError(
-        f"no plan fits the budget of {budget} B: the smallest reachable peak is "
-        f"{best.memory.peak_bytes} B (strategy {best.name!r}, inputs counted)"
+        f"no plan fits the budget of {format_exact_bytes(budget)}: the smallest reachable "
+        f"peak is {format_exact_bytes(best.memory.peak_bytes)}, with strategy "
+        f"{best.name!r}, inputs counted"
     )
 
 
@@ -272,8 +277,8 @@ def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
             plan = min(ours, key=objective_key(report.search.objective))
     if not recommended.fits and bounded:
         raise EinsumAnalyzeError(
-            f"no plan fits the budget of {budget} B: the smallest reachable peak is "
-            f"{plan.peak_bytes} B (strategy {plan.strategy!r} on the {plan.source} path, "
-            "inputs counted)"
+            f"no plan fits the budget of {format_exact_bytes(budget)}: the smallest "
+            f"reachable peak is {format_exact_bytes(plan.peak_bytes)}, with strategy "
+            f"{plan.strategy!r} on the {plan.source} path, inputs counted"
         )
     return plan.result  # within the cap, or else the least peak any plan reaches

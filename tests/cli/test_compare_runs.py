@@ -24,19 +24,6 @@ from click.testing import CliRunner
 from einsum_analyze import execution
 from einsum_analyze.cli import cli
 
-AMBIENT_LOAD_PER_CORE = 1.0
-"""Above this one-minute load average per core before a test starts, other tenants'
-bursts, which no test controls, decide the verdict: the test is skipped, saying so."""
-
-
-def _quiet_enough() -> None:
-    load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    if load > AMBIENT_LOAD_PER_CORE:
-        pytest.skip(f"the machine is already loaded ({load:.1f} runnable processes per "
-                    f"core, over {AMBIENT_LOAD_PER_CORE}); these tests control the load "
-                    "themselves")
-
-
 pytestmark = pytest.mark.slow
 
 ARGS = ["bhqd,bhkd,bhkv->bhqv", "--shapes", "2x8x256x64,2x8x256x64,2x8x256x64",
@@ -85,7 +72,6 @@ def _compare(before: Path, after: Path) -> Any:
 
 
 def test_identical_runs_the_second_under_load_do_not_regress(tmp_path: Path) -> None:
-    _quiet_enough()
     quiet, loaded = tmp_path / "quiet.json", tmp_path / "loaded.json"
     _measure(quiet)
     with _busy_cpus():
@@ -119,17 +105,16 @@ class _ThreeTimes:
 
 def test_a_real_3x_slowdown_of_one_strategy_is_caught(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    _quiet_enough()
     before, after = tmp_path / "before.json", tmp_path / "after.json"
     _measure(before)
-    original = execution.run_strategy
+    original = execution.prepare_strategy
 
     def slower(executor: Any, context: Any, **kwargs: Any) -> Any:
         if kwargs["strategy"] == "independent":
             executor = _ThreeTimes(executor)
         return original(executor, context, **kwargs)
 
-    monkeypatch.setattr(execution, "run_strategy", slower)
+    monkeypatch.setattr(execution, "prepare_strategy", slower)
     slow = _measure(after)
     independent = next(run for run in slow["runs"] if run["strategy"] == "independent")
     assert independent["max_grad_error"] < 1e-5  # still the right gradients

@@ -6,7 +6,14 @@ import random
 
 import pytest
 
-from einsum_analyze.backends.timing import NOISY, VERY_NOISY, Measurement, measure
+from einsum_analyze.backends.timing import (
+    NOISY,
+    VERY_NOISY,
+    Measurement,
+    measure,
+    measure_interleaved,
+    prepare,
+)
 
 
 class FakeDevice:
@@ -237,3 +244,69 @@ def test_real_clock_smoke():
     data = m.to_dict()
     assert data["median"] > 0 and data["min"] <= data["median"] <= data["max"]
     assert data["blocks"] == 3
+
+
+# --- timing several callables side by side ---------------------------------------------------
+
+
+class LoadedMachine:
+    """One clock for several calls; after ``switch_at`` calls, every call takes ``load``
+    times as long (another process started on the machine)."""
+
+    def __init__(self, switch_at: int, load: float) -> None:
+        self.now = 0.0
+        self.calls = 0
+        self.switch_at = switch_at
+        self.load = load
+        self.log: list[str] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def call(self, name: str, seconds: float):
+        def timed(state: object) -> None:
+            self.calls += 1
+            self.log.append(name)
+            self.now += seconds * (self.load if self.calls > self.switch_at else 1.0)
+
+        return timed
+
+
+def test_a_change_of_load_during_interleaved_rounds_leaves_the_ratio_alone():
+    # Warm-up makes 2 calls per timer; the load triples after 2 + 2 + 5 rounds of 2 calls.
+    machine = LoadedMachine(switch_at=4 + 10, load=3.0)
+    base = prepare(machine.call("base", 0.5), setup=lambda: None, warmup=2,
+                   clock=machine.clock)
+    slow = prepare(machine.call("slow", 1.0), setup=lambda: None, warmup=2,
+                   clock=machine.clock)
+    base_m, slow_m = measure_interleaved([base, slow], repeats=10)
+    assert slow_m.median_s / base_m.median_s == pytest.approx(2.0)
+    assert base_m.median_s == pytest.approx(0.5 * 2)  # half the blocks at 1x, half at 3x
+
+
+def test_the_same_change_of_load_between_separate_measurements_moves_the_ratio():
+    machine = LoadedMachine(switch_at=2 + 10, load=3.0)  # during the second measurement
+    base_m = measure(machine.call("base", 0.5), setup=lambda: None, repeats=10, warmup=2,
+                     clock=machine.clock)
+    slow_m = measure(machine.call("slow", 1.0), setup=lambda: None, repeats=10, warmup=2,
+                     clock=machine.clock)
+    assert slow_m.median_s / base_m.median_s == pytest.approx(6.0)
+
+
+def test_rounds_take_one_block_of_each_and_rotate_the_first():
+    machine = LoadedMachine(switch_at=10**6, load=1.0)
+    timers = [prepare(machine.call(name, 1.0), setup=lambda: None, warmup=0,
+                      clock=machine.clock) for name in "abc"]
+    measured = measure_interleaved(timers, repeats=4)
+    assert machine.log == list("abc" "bca" "cab" "abc")
+    assert [m.block_times_s for m in measured] == [(1.0,) * 4] * 3
+
+
+def test_prepared_timers_keep_their_block_size_and_warmup_count():
+    device = FakeDevice(call_s=0.0001)
+    timer = prepare(device.call, warmup=3, clock=device.clock, fence=device.fence,
+                    fence_name="fake", target_block_s=0.02)
+    (m,) = measure_interleaved([timer], repeats=4)
+    assert m.calls_per_block == 1000  # 0.1 ms a call: 1, 10, 100 calls are under 20 ms
+    assert m.warmup_calls == 3 + 1 + 10 + 100
+    assert m.fence == "fake" and len(m.block_times_s) == 4
