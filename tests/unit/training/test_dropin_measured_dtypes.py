@@ -1,10 +1,9 @@
 """Through the drop-in, the cpu allocator's peak equals the plan's on every dtype.
 
 The allocator's events (``torch.profiler``, as the CLI's executor measures) give the
-forward and backward peaks above what the caller holds; the plan's peak counts the
-inputs, the forward output held through backward and the caller's upstream gradient,
-so the measured peak is the larger of forward + inputs and backward + inputs + output +
-upstream. Complex runs copy the upstream gradient (backward conjugates its seed in
+peak of a training step above the caller's operands: forward, then backward on an
+upstream gradient made as backward starts, the output held throughout. The plan's peak
+counts the same, inputs included. Complex runs copy the upstream gradient (backward conjugates its seed in
 place): the plan counts that copy, the one whose last step writes torch's layout too.
 """
 
@@ -24,6 +23,7 @@ CASES = [
     ("ij,jk->ki", ((5, 6), (6, 7))),
     ("abc,cd->dba", ((3, 4, 5), (5, 6))),
     ("bhqd,bhkd->bhqk", ((2, 3, 4, 5), (2, 3, 6, 5))),
+    ("ir,jr,kr->ijk", ((6, 3), (5, 3), (4, 3))),  # an intermediate kept for backward
 ]
 
 
@@ -40,16 +40,20 @@ def test_the_drop_in_measures_its_plans_peak(equation, shapes, dtype, strategy):
     leaves = [torch.randn(s, generator=generator, dtype=torch.float64).to(dtype)
               .requires_grad_() for s in shapes]
     inputs = sum(_nbytes(t) for t in leaves)
-    dropin.einsum(equation, *leaves, strategy=strategy)  # plans once, outside the measurement
+    # plans once, outside the measurement
+    shape = dropin.einsum(equation, *leaves, strategy=strategy).shape
     (plan,) = plans._CACHE.plans.values()  # noqa: SLF001
-    forward, _ = allocator_peak_cpu(lambda: dropin.einsum(equation, *leaves, strategy=strategy))
-    y = dropin.einsum(equation, *leaves, strategy=strategy)
-    upstream = torch.randn(y.shape, generator=generator, dtype=torch.float64).to(dtype)
+    upstream = torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
     grads: list[tuple[torch.Tensor, ...]] = []
-    backward, _ = allocator_peak_cpu(lambda: grads.append(torch.autograd.grad(
-        y, leaves, upstream, retain_graph=True)))
-    measured = max(forward + inputs, backward + inputs + _nbytes(y) + _nbytes(upstream))
-    assert measured == plan.result.memory.peak_bytes
+
+    def train() -> None:
+        # What a training step holds: the output through backward, the upstream gradient
+        # made when backward starts (a fresh tensor, as the autograd engine hands one).
+        y = dropin.einsum(equation, *leaves, strategy=strategy)
+        grads.append(torch.autograd.grad(y, leaves, upstream.clone()))
+
+    peak, _ = allocator_peak_cpu(train)
+    assert peak + inputs == plan.result.memory.peak_bytes
     exact = [t.detach().to(torch.complex128 if dtype.is_complex else torch.float64)
              .requires_grad_() for t in leaves]
     want = torch.autograd.grad(torch.einsum(equation, *exact), exact,
