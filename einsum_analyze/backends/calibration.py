@@ -188,7 +188,8 @@ def kernel_times(device: str, dtype: str, fence: Callable[[], None], clock: Cloc
         dtype: A torch dtype name.
         fence: Waits for the device.
         clock: Seconds since an arbitrary origin.
-        large: Add the sizes of a GPU (products to 4096^2, buffers to 256 MiB).
+        large: Add the sizes of a GPU (square products to 4096, outputs to 256 MiB in
+            float32).
     """
     import torch
 
@@ -200,8 +201,8 @@ def kernel_times(device: str, dtype: str, fence: Callable[[], None], clock: Cloc
 
     block_s = 2e-3
     sides = (4, 16, 64, 256, 512) + ((1024, 2048, 4096) if large else ())
-    thin = (16, 128, 1024, 2048) + ((8192, 16384) if large else ())
-    rows = (16, 1024, 65536, 2**19) + ((2**22, 2**24) if large else ())
+    thin = (16, 128, 1024, 2048) + ((4096, 8192) if large else ())
+    rows = (16, 1024, 65536, 2**19) + ((2**21, 2**22) if large else ())
     found: dict[str, list[tuple[float, float]]] = {k: [] for k in
                                                     ("bmm", "skinny", "mul", "reduce", "copy")}
     for side in sides:
