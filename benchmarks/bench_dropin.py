@@ -125,6 +125,8 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
     """A forward + backward callable per run, or the reason it is skipped."""
     import opt_einsum
     import torch
+    import torch._functorch.config
+    import torch._inductor.config
 
     from einsum_analyze.torch import einsum
 
@@ -161,7 +163,11 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
             torch._dynamo.reset()
             compiled = torch.compile(module, fullgraph=True, dynamic=False)
             step = step_of(compiled)
-            step()  # compiles forward and backward
+            # The on-disk graph caches key on the graph, not on the plans its custom op
+            # runs: a graph compiled by another checkout would carry that one's layouts.
+            with (torch._inductor.config.patch(fx_graph_cache=False),
+                  torch._functorch.config.patch(enable_autograd_cache=False)):
+                step()  # compiles forward and backward
             steps[name] = step
         except Exception as err:  # noqa: BLE001 - reported as a skip, the run goes on
             steps[name] = f"compile failed: {type(err).__name__}: {str(err).splitlines()[0]}"

@@ -10,7 +10,10 @@ prediction and their ratio; then, over the runs measured above ``--above`` secon
 issue's 0.2 ms), how many fall in [0.75, 1.33] (the target on the H200), and the
 environment and the calibration.
 
-On CPU (no CUDA) large dimensions are divided by ``--scale``.
+On CPU (no CUDA) large dimensions are divided by ``--scale``, torch runs one thread
+(``--threads``) and, with one thread, runs and calibration are timed by the process's CPU
+time (``--clock cpu``, the default there): on a shared machine it leaves out the time
+other processes hold the core. On CUDA the clock is the wall clock.
 
 Usage::
 
@@ -63,13 +66,38 @@ def run_case(case: dict[str, Any], device: str, scale: int, dtype: str, repeats:
     return rows
 
 
+def use_clock(device: str, args: argparse.Namespace) -> None:
+    """Set torch's threads and the runs' clock from ``--threads`` and ``--clock``."""
+    import torch
+
+    from einsum_analyze.backends import timing
+
+    on_cpu = not device.startswith("cuda")
+    if args.threads is not None or on_cpu:
+        torch.set_num_threads(args.threads or 1)
+    clock = args.clock or ("cpu" if on_cpu and torch.get_num_threads() == 1 else "wall")
+    if clock == "cpu" and not (on_cpu and torch.get_num_threads() == 1):
+        raise SystemExit("--clock cpu needs --device cpu and one thread (the calibration "
+                         "uses it only there)")
+    # execute() times its runs with prepare()'s default clock: the benchmark sets it.
+    for timed in (timing.prepare, timing.measure):
+        timed.__kwdefaults__["clock"] = _common.CLOCKS[clock]
+    args.clock = clock
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     _common.add_case_options(parser)
     parser.add_argument("--above", type=float, default=2e-4,
                         help="count runs measured above this many seconds (0.2 ms)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default: 1 on cpu, torch's own on cuda)")
+    parser.add_argument("--clock", choices=tuple(_common.CLOCKS), default=None,
+                        help="cpu (the process's CPU time; default on cpu with one thread) "
+                        "or wall")
     args = parser.parse_args()
     device, cases = _common.read_cases(args)
+    use_clock(device, args)
     rows: list[dict[str, Any]] = []
     print(f"{'case':20} {'strategy':16} {'measured':>10} {'predicted':>10} {'pred/meas':>9}")
     for case in cases:
@@ -86,7 +114,8 @@ def main() -> int:
         print(f"\nruns above {args.above * 1e3:g} ms: {len(inside)} of {len(counted)} within "
               f"[{LOW}, {HIGH}]; predicted/measured median {statistics.median(ratios):.2f}, "
               f"range {min(ratios):.2f} to {max(ratios):.2f}")
-    _common.finish(device, rows, args.json, dtype=args.dtype, above_s=args.above)
+    _common.finish(device, rows, args.json, dtype=args.dtype, above_s=args.above,
+                   clock=args.clock)
     return 0
 
 

@@ -12,8 +12,20 @@ Three measurements, in the run that uses them, on the device that runs:
 
 The best of a few timed calls after a warm-up counts (the rate the device can reach).
 Sizes follow the device: on CUDA a 256 MiB copy and a 4 x 4096^3 product (shrunk when
-memory is short); on cpu a 64 MiB copy and a 256^3 product, so the whole calibration
-stays well under a second. Results are cached per device and dtype for the process.
+memory is short); on cpu a 64 MiB copy and a 256^3 product.
+
+For the time model (:mod:`einsum_analyze.roofline.time_model`), each kernel class is
+timed at a few sizes, from a few elements to tens of MiB, each call allocating its
+output as a step does (:func:`kernel_times`): a square ``bmm`` (work: FLOPs), a skinny
+``bmm`` whose contracted size is 2, a broadcast ``mul``, a ``sum`` over the last
+dimension and a transposing copy (work: bytes read plus written). A point is the best
+of :data:`BLOCKS` blocks of calls, each block long enough to time (per call).
+
+On cpu with one torch thread, the clock is the process's CPU time
+(:func:`time.process_time`), as the benchmarks use there: on a shared machine it leaves
+out the time other processes hold the core. Otherwise it is the wall clock. The whole
+calibration stays near a second on cpu. Results are cached per device and dtype for the
+process.
 
 torch is imported inside the functions: importing this module costs nothing.
 """
@@ -24,12 +36,16 @@ import functools
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..roofline.profiles import DeviceProfile
 
-__all__ = ["LAUNCH_BLOCKS", "LAUNCH_CALLS", "Calibration", "calibrate", "clear_cache"]
+__all__ = ["BLOCKS", "LAUNCH_BLOCKS", "LAUNCH_CALLS", "Calibration", "calibrate", "clear_cache",
+           "kernel_times"]
+
+BLOCKS = 3
+"""Timed blocks per size of a kernel class (the best counts)."""
 
 LAUNCH_CALLS = 200
 """Tiny kernels per block of the cost-per-kernel measurement."""
@@ -37,7 +53,7 @@ LAUNCH_CALLS = 200
 LAUNCH_BLOCKS = 7
 """Blocks of that measurement (the median counts: dispatch is what a call pays)."""
 
-_CACHE: dict[tuple[str, str], Calibration] = {}
+_CACHE: dict[tuple[str, str, int], Calibration] = {}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +70,8 @@ class Calibration:
         tf32: Whether torch allowed TF32 for float32 products (CUDA) at the time.
         seconds: Wall seconds the calibration took.
         launch_s: Seconds per tiny kernel (dispatch and launch).
+        kernel_times: Each kernel class's ``(work, seconds)`` points (:func:`kernel_times`).
+        clock: ``"cpu"`` (the process's CPU time) or ``"wall"``.
     """
 
     device: str
@@ -65,6 +83,8 @@ class Calibration:
     tf32: bool
     seconds: float
     launch_s: float = 0.0
+    kernel_times: dict[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    clock: str = "wall"
 
     def profile(self) -> DeviceProfile:
         """The roofline profile these figures make (source ``"calibrated"``)."""
@@ -76,7 +96,7 @@ class Calibration:
                          f"{'x'.join(map(str, self.bmm_shape))} in {self.dtype}"
                          + (" with TF32" if self.tf32 else "")
                          + f", {self.launch_s * 1e6:.3g} us per kernel"),
-            launch_s=self.launch_s,
+            launch_s=self.launch_s, kernel_times=self.kernel_times,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,6 +111,9 @@ class Calibration:
             "tf32": self.tf32,
             "seconds": self.seconds,
             "launch_s": self.launch_s,
+            "kernel_times": {name: [list(p) for p in points]
+                             for name, points in self.kernel_times.items()},
+            "clock": self.clock,
         }
 
 
@@ -99,45 +122,134 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def _best(call: Callable[[], Any], fence: Callable[[], None], repeats: int) -> float:
+Clock = Callable[[], float]
+
+
+def _best(call: Callable[[], Any], fence: Callable[[], None], repeats: int,
+          clock: Clock = time.perf_counter) -> float:
     call()
     fence()
     best = math.inf
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         call()
         fence()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, clock() - start)
     return max(best, 1e-9)
 
 
-def _per_kernel(call: Callable[[], Any], fence: Callable[[], None]) -> float:
+def _per_kernel(call: Callable[[], Any], fence: Callable[[], None],
+                clock: Clock = time.perf_counter) -> float:
     """Median seconds per call over blocks of :data:`LAUNCH_CALLS` calls."""
     for _ in range(LAUNCH_CALLS // 4):
         call()
     fence()
     blocks = []
     for _ in range(LAUNCH_BLOCKS):
-        start = time.perf_counter()
+        start = clock()
         for _ in range(LAUNCH_CALLS):
             call()
         fence()
-        blocks.append((time.perf_counter() - start) / LAUNCH_CALLS)
+        blocks.append((clock() - start) / LAUNCH_CALLS)
     return max(sorted(blocks)[len(blocks) // 2], 1e-9)
 
 
+def _per_call(call: Callable[[], Any], fence: Callable[[], None], clock: Clock,
+              block_s: float) -> float:
+    """Best seconds per call over :data:`BLOCKS` blocks of at least ``block_s`` each."""
+    call()
+    fence()
+    calls, elapsed = 1, 0.0
+    while True:  # grow the block until it is long enough to time
+        start = clock()
+        for _ in range(calls):
+            call()
+        fence()
+        elapsed = clock() - start
+        if elapsed >= block_s or calls >= 4096:
+            break
+        calls *= 4
+    best = elapsed / calls
+    for _ in range(BLOCKS - 1):
+        start = clock()
+        for _ in range(calls):
+            call()
+        fence()
+        best = min(best, (clock() - start) / calls)
+    return max(best, 1e-9)
+
+
+def kernel_times(device: str, dtype: str, fence: Callable[[], None], clock: Clock,
+                 large: bool) -> dict[str, tuple[tuple[float, float], ...]]:
+    """Each kernel class's measured ``(work, seconds)`` points on ``device`` (see the module).
+
+    Args:
+        device: ``cpu`` or ``cuda:N``.
+        dtype: A torch dtype name.
+        fence: Waits for the device.
+        clock: Seconds since an arbitrary origin.
+        large: Add the sizes of a GPU (square products to 4096, outputs to 256 MiB in
+            float32).
+    """
+    import torch
+
+    torch_dtype = getattr(torch, dtype)
+    itemsize = torch.empty((), dtype=torch_dtype).element_size()
+
+    def ones(*shape: int) -> Any:
+        return torch.ones(shape, dtype=torch_dtype, device=device)
+
+    block_s = 2e-3
+    sides = (4, 16, 64, 256, 512) + ((1024, 2048, 4096) if large else ())
+    thin = (16, 128, 1024, 2048) + ((4096, 8192) if large else ())
+    rows = (16, 1024, 65536, 2**19) + ((2**21, 2**22) if large else ())
+    found: dict[str, list[tuple[float, float]]] = {k: [] for k in
+                                                    ("bmm", "skinny", "mul", "reduce", "copy")}
+    for side in sides:
+        a, b = ones(1, side, side), ones(1, side, side)
+        found["bmm"].append((2.0 * side**3, _per_call(
+            functools.partial(torch.bmm, a, b), fence, clock, block_s)))
+    for m in thin:
+        a, b = ones(1, m, 2), ones(1, 2, m)
+        found["skinny"].append(((4 * m + m * m) * itemsize, _per_call(
+            functools.partial(torch.bmm, a, b), fence, clock, block_s)))
+    for n in rows:
+        column, row = ones(n, 1), ones(1, 16)
+        found["mul"].append(((17 * n + 16) * itemsize, _per_call(
+            functools.partial(torch.mul, column, row), fence, clock, block_s)))
+        wide = ones(n, 16)
+        found["reduce"].append((17 * n * itemsize, _per_call(
+            functools.partial(torch.sum, wide, -1), fence, clock, block_s)))
+        tall = ones(8, n).t()
+        found["copy"].append((16 * n * itemsize, _per_call(
+            tall.contiguous, fence, clock, block_s)))
+    del a, b, column, row, wide, tall
+    return {name: tuple(_ascending(points)) for name, points in found.items()}
+
+
+def _ascending(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points with seconds made non-decreasing in work (more work never takes less)."""
+    out: list[tuple[float, float]] = []
+    for work, seconds in sorted(points):
+        out.append((work, max(seconds, out[-1][1]) if out else seconds))
+    return out
+
+
 def calibrate(device: str, dtype: str) -> Calibration:
-    """Measure ``device``'s copy bandwidth and ``dtype`` product rate (cached).
+    """Measure ``device``'s copy bandwidth, ``dtype`` product rate and kernel classes.
+
+    Cached per device, dtype and torch's thread count.
 
     Args:
         device: ``cpu`` or ``cuda:N``.
         dtype: A torch dtype name (``float32``, ``complex64``, ...).
     """
-    key = (device, dtype)
+    import torch
+
+    key = (device, dtype, torch.get_num_threads())
     found = _CACHE.get(key)
     if found is not None:
         return found
-    import torch
 
     start = time.perf_counter()
     torch_dtype = getattr(torch, dtype)
@@ -154,29 +266,36 @@ def calibrate(device: str, dtype: str) -> Calibration:
         side = 4096 if free > 64 * 4096 * 4096 * itemsize else 1024
         batch, repeats = 4, 5
         tf32 = torch.get_float32_matmul_precision() != "highest"
+        clock, clock_name = time.perf_counter, "wall"
     else:
         def fence() -> None:
             return None
 
         copy_bytes, side, batch, repeats, tf32 = 64 * 2**20, 256, 1, 3, False
+        one = torch.get_num_threads() == 1
+        clock, clock_name = ((time.process_time, "cpu") if one
+                             else (time.perf_counter, "wall"))
     elements = max(1, copy_bytes // itemsize)
     source = torch.ones(elements, dtype=torch_dtype, device=device)
-    copy_s = _best(functools.partial(torch.empty_like(source).copy_, source), fence, repeats)
+    copy_s = _best(functools.partial(torch.empty_like(source).copy_, source), fence, repeats,
+                   clock)
     del source
     square = (batch, side, side)
     operands = [torch.ones(square, dtype=torch_dtype, device=device) for _ in range(3)]
     bmm_s = _best(functools.partial(torch.bmm, operands[0], operands[1], out=operands[2]),
-                  fence, repeats)
+                  fence, repeats, clock)
     del operands
     tiny = [torch.ones(1, dtype=torch_dtype, device=device) for _ in range(2)]
-    launch_s = _per_kernel(functools.partial(torch.add, tiny[0], tiny[1]), fence)
+    launch_s = _per_kernel(functools.partial(torch.add, tiny[0], tiny[1]), fence, clock)
     del tiny
+    times = kernel_times(device, dtype, fence, clock, large=is_cuda)
     found = Calibration(
         device=device, dtype=dtype,
         bandwidth_bytes_per_s=2 * elements * itemsize / copy_s,
         flops_per_s=2 * batch * side**3 / bmm_s,
         copy_bytes=elements * itemsize, bmm_shape=(batch, side, side, side), tf32=tf32,
-        seconds=time.perf_counter() - start, launch_s=launch_s,
+        seconds=time.perf_counter() - start, launch_s=launch_s, kernel_times=times,
+        clock=clock_name,
     )
     _CACHE[key] = found
     return found

@@ -29,6 +29,7 @@ __all__ = [
     "allocator_peak_cpu",
     "ascii_equation",
     "compile_schedule",
+    "held_bytes",
     "run_compiled",
     "run_schedule",
 ]
@@ -286,11 +287,33 @@ class TorchExecutor:
         del_me = self._both(program)
         del del_me
         peak = allocator_peak(lambda: self._both(program), context)
-        base = torch.cuda.memory_allocated(index)
+        # Retained: the live requests (held_bytes), not memory_allocated, which also
+        # counts the slack of cached blocks handed out whole (up to 1 MiB each).
+        snapshot = torch.cuda.memory_snapshot
+        base = held_bytes(snapshot(), index)  # type: ignore[no-untyped-call]
         probe = self.forward(program)
         context.fence()
         output_bytes = probe[program.compiled.output].untyped_storage().nbytes()
-        retained = (torch.cuda.memory_allocated(index) - base
+        retained = (held_bytes(snapshot(), index) - base  # type: ignore[no-untyped-call]
                     - allocated_bytes(output_bytes, True))
         del probe
         return MemoryFigures(int(peak), int(retained), CUDA_BASIS)
+
+
+def held_bytes(snapshot: Sequence[Mapping[str, Any]], device: int) -> int:
+    """Bytes the CUDA allocator holds for live tensors on ``device``, each request rounded.
+
+    Each live block counts its request rounded up to 512 B (:func:`.allocated_bytes`),
+    not the block's size: the caching allocator hands out a cached block whole when less
+    than 1 MiB of it would be left over, and ``memory_allocated`` then counts that
+    remainder too, which depends on what earlier runs left cached, not on the schedule.
+
+    Args:
+        snapshot: ``torch.cuda.memory_snapshot()``: segments, each with its blocks.
+        device: The device's index.
+    """
+    return sum(
+        allocated_bytes(block["requested_size"], True)
+        for segment in snapshot if segment.get("device", device) == device
+        for block in segment["blocks"] if block["state"] == "active_allocated"
+    )

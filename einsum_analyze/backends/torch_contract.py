@@ -293,16 +293,15 @@ def _compile_bmm(
     product = torch.mm if flat else torch.bmm
     a_made, b_made = a_prep.made, b_prep.made
     if shown is not None:
-        first, second = (b_view, a_view) if swapped else (a_view, b_view)
-        first_name, second_name = (b_name, a_name) if swapped else (a_name, b_name)
-        first_prep, second_prep = (b_prep, a_prep) if swapped else (a_prep, b_prep)
+        flip = swapped
         into = torch.mm
 
         def run_mm_into(live: Live, workspace: list[Any]) -> None:
-            x = live[first_name]
-            y = live[second_name]
-            x = first(first_prep(x, workspace) if first_prep.made else x)
-            y = second(second_prep(y, workspace) if second_prep.made else y)
+            # The first input is prepared first, whichever the product reads first, as
+            # the memory model counts the buffers (and a sum's float32 temporaries).
+            a = a_view(a_prep(live[a_name], workspace) if a_made else live[a_name])
+            b = b_view(b_prep(live[b_name], workspace) if b_made else live[b_name])
+            x, y = (b, a) if flip else (a, b)
             live[target] = into(x, y, out=x.new_empty_strided(size, stride))
 
         return run_mm_into

@@ -100,10 +100,10 @@ def _prepare(
     order, dense = layout.memory, layout.dense
     if not private:  # the usual case: nothing to sum
         return order, dense, (), (), 0
-    reduce = tuple(char for char in order if char in private)
+    reduce = tuple([char for char in order if char in private])
     if not reduce:
         return order, dense, (), (), 0
-    keep = tuple(char for char in order if char not in private)
+    keep = tuple([char for char in order if char not in private])
     return keep, True, reduce, keep, _elements(keep, sizes)
 
 
@@ -161,7 +161,7 @@ def _lower_contraction(
         private = [char for char in layout.dims if char not in big]
         order, dense, reduce, keep, work = _prepare(layout, private, sizes)
         prep = InputPrep(reduce=reduce, keep=keep, copy=(), order=order)
-        kept = tuple(char for char in order if char in big)
+        kept = tuple([char for char in order if char in big])
         if reduce:
             # The sum writes the output directly, in the kept labels' memory order.
             return Kernel(kind="reduce", inputs=(prep,), out_order=kept)
@@ -172,11 +172,11 @@ def _lower_contraction(
     b_order, b_dense, b_reduce, b_keep, _ = b_prep
     shared = [c for c in a_order if c in b_labels]
     contracted_set = {c for c in shared if c not in big}
-    left = tuple(c for c in a_order if c in big and c not in b_labels)
-    right = tuple(c for c in b_order if c in big and c not in a_labels)
+    left = tuple([c for c in a_order if c in big and c not in b_labels])
+    right = tuple([c for c in b_order if c in big and c not in a_labels])
 
     if not contracted_set:
-        batch = tuple(c for c in a_order if c in b_labels)
+        batch = tuple([c for c in a_order if c in b_labels])
         out_order = batch + left + right
         return Kernel(
             kind="mul",
@@ -197,8 +197,8 @@ def _lower_contraction(
     choices = []
     batch_set = big & a_labels & b_labels
     for reference in ((a_order, b_order) if a_size >= b_size else (b_order, a_order)):
-        batch = tuple(c for c in reference if c in batch_set)
-        contracted = tuple(c for c in reference if c in contracted_set)
+        batch = tuple([c for c in reference if c in batch_set])
+        contracted = tuple([c for c in reference if c in contracted_set])
         a_copy: tuple[str, ...] = ()
         if not (a_dense and _blocks(a_order, batch, contracted, left)):
             a_copy = batch + left + contracted
@@ -292,9 +292,9 @@ def _lower_to_layouts(
                     InputPrep(reduce=a_reduce, keep=a_keep, copy=(), order=a_order),
                     InputPrep(reduce=b_reduce, keep=b_keep, copy=(), order=b_order),
                 ),
-                batch=tuple(c for c in a_order if c in b_labels),
-                left=tuple(c for c in a_order if c in left_set),
-                right=tuple(c for c in b_order if c in right_set),
+                batch=tuple([c for c in a_order if c in b_labels]),
+                left=tuple([c for c in a_order if c in left_set]),
+                right=tuple([c for c in b_order if c in right_set]),
                 out_order=target,
                 workspace=tuple(workspace),
             ))
@@ -325,7 +325,7 @@ def _bmm_to(
         return None
     choices = []
     for reference in (a_order, b_order):
-        contracted = tuple(c for c in reference if c in contracted_set)
+        contracted = tuple([c for c in reference if c in contracted_set])
         a_copy: tuple[str, ...] = ()
         if not (a_dense and a_order in (batch + left + contracted, batch + contracted + left)):
             a_copy = batch + left + contracted
@@ -413,7 +413,7 @@ def copied_elements(kernel: Kernel, sizes: Mapping[str, int]) -> int:
         return copied
     larger = max((prep.order for prep in kernel.inputs), key=lambda o: _elements(o, sizes))
     inside = set(larger)
-    if tuple(c for c in kernel.out_order if c in inside) != tuple(larger):
+    if tuple([c for c in kernel.out_order if c in inside]) != tuple(larger):
         copied += _elements(kernel.out_order, sizes)
     return copied
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from .model import Roofline, StrategyRoofline, build_roofline, with_roofline
 from .profiles import NOMINAL, DeviceProfile, load_profile, profile_from_dict, profile_names
 from .steps import StepCost, StepTime, step_cost, step_costs
-from .time_model import PredictedTime, predict_steps, predict_time
+from .time_model import PredictedTime, interpolate, predict_steps, predict_time, step_seconds
 
 __all__ = [
     "NOMINAL",
@@ -25,11 +25,13 @@ __all__ = [
     "StepTime",
     "StrategyRoofline",
     "build_roofline",
+    "interpolate",
     "load_profile",
     "profile_from_dict",
     "profile_names",
     "predict_steps",
     "predict_time",
+    "step_seconds",
     "step_cost",
     "step_costs",
     "with_roofline",

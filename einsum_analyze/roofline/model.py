@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from .profiles import DeviceProfile
 from .steps import StepCost, step_costs
-from .time_model import PredictedTime, predict_steps
+from .time_model import PredictedTime, predict_steps, step_seconds
 
 R = TypeVar("R")
 
@@ -34,6 +34,7 @@ class StrategyRoofline:
         bandwidth_bytes_per_s: The profile's bandwidth.
         launch_s: The profile's seconds per kernel.
         predicted: The time model's forward and backward seconds.
+        step_predicted: The time model's seconds of each step, in ``steps``' order.
     """
 
     strategy: str
@@ -42,6 +43,7 @@ class StrategyRoofline:
     bandwidth_bytes_per_s: float
     launch_s: float
     predicted: PredictedTime
+    step_predicted: tuple[float, ...] = ()
 
     def bound_s(self, phase: str | None = None) -> float:
         """The sum of the steps' bounds (of one phase, when given)."""
@@ -57,10 +59,9 @@ class StrategyRoofline:
 
     def step_predicted_s(self, event: int) -> float | None:
         """The predicted time of the step made by event ``event``; None for another."""
-        for step in self.steps:
+        for step, seconds in zip(self.steps, self.step_predicted, strict=True):
             if step.event == event:
-                return step.predicted_s(self.flops_per_s, self.bandwidth_bytes_per_s,
-                                        self.launch_s)
+                return seconds
         return None
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,7 +77,8 @@ class StrategyRoofline:
             "bytes": sum(s.bytes for s in self.steps),
             "copy_bytes": sum(s.copy_bytes for s in self.steps),
             "predicted": self.predicted.to_dict(),
-            "steps": [step.to_dict(rate, bandwidth, self.launch_s) for step in self.steps],
+            "steps": [step.to_dict(rate, bandwidth, self.launch_s) | {"predicted_s": seconds}
+                      for step, seconds in zip(self.steps, self.step_predicted, strict=True)],
         }
 
 
@@ -126,7 +128,8 @@ def build_roofline(report: Any, profile: DeviceProfile,
         rows.append(StrategyRoofline(
             strategy=s.name, steps=steps, flops_per_s=rate,
             bandwidth_bytes_per_s=profile.bandwidth_bytes_per_s, launch_s=profile.launch_s,
-            predicted=predict_steps(steps, profile, report.dtype)))
+            predicted=predict_steps(steps, profile, report.dtype),
+            step_predicted=tuple(step_seconds(step, profile, report.dtype) for step in steps)))
     return Roofline(profile=profile, dtype=report.dtype, strategies=tuple(rows))
 
 

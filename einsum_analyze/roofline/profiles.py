@@ -43,6 +43,10 @@ class DeviceProfile:
         launch_s: Seconds each kernel costs besides its work: the host's dispatch of
             one eager torch call, and on a GPU its launch (the time model's per-kernel
             term, :mod:`.time_model`; the bounds leave it out).
+        kernel_times: Measured seconds of each kernel class at a few sizes, by class
+            (``"bmm"``, ``"skinny"``, ``"mul"``, ``"reduce"``, ``"copy"``): ascending
+            ``(work, seconds)`` points, work in FLOPs for ``bmm`` and in bytes moved for
+            the others (a calibration's; empty: the time model uses the roofline).
     """
 
     name: str
@@ -51,6 +55,7 @@ class DeviceProfile:
     flops_per_s: Mapping[str, float] = field(default_factory=dict)
     description: str = ""
     launch_s: float = 0.0
+    kernel_times: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
 
     def rate(self, dtype: str) -> float:
         """The FLOP rate for ``dtype``.

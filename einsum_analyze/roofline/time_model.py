@@ -1,11 +1,24 @@
 """The time model: predicted forward and backward seconds of a schedule on a device.
 
-Each computing step (:mod:`.steps`) is predicted to take its roofline bound, ``max(flops /
-rate, bytes / bandwidth)``, plus its layout copies at the bandwidth, plus the profile's
-``launch_s`` for each kernel it runs (an eager call's host dispatch and, on a GPU, its
-launch). A schedule's time is the sum over its steps, by phase. With a calibrated
-profile (:mod:`einsum_analyze.backends.calibration`) every term is measured on the
-device; the nominal profiles (``--device none``) give an order of magnitude.
+Each computing step (:mod:`.steps`) is priced by its kernel class. A calibrated profile
+(:mod:`einsum_analyze.backends.calibration`) carries each class's measured seconds at a
+few sizes (``kernel_times``); a step's main kernel takes its class's time at the step's
+work, interpolated log-log between the measured sizes (the smallest's time below them,
+proportional beyond the largest):
+
+- ``bmm`` and ``einsum``: the larger of the square product's time at the step's FLOPs
+  and the skinny product's (contracted size 2) at its bytes: a product of small or thin
+  matrices runs far below the large product's rate;
+- ``mul``: a broadcast product at its bytes; ``reduce``: a sum over the last dimension;
+  ``copy``, ``unreduce`` and slicing's buffers: a layout copy; every class allocates its
+  output, as a step does, so first-touch of fresh memory is in the figures;
+- each layout copy of an input: the copy class at its bytes; each other kernel of the
+  step (an input's private sum): the profile's ``launch_s``.
+
+Without ``kernel_times`` (the nominal profiles, ``--device none``, or a profile file), a
+step takes its roofline bound, ``max(flops / rate, bytes / bandwidth)``, plus its layout
+copies at the bandwidth, plus ``launch_s`` for each kernel: an order of magnitude. A
+schedule's time is the sum over its steps, by phase.
 
 The search ranks plans by it (``--objective time``), the report shows it beside every
 measured time. Analysis only: no torch, no allocation.
@@ -23,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +45,15 @@ from ..model.schedule import Event
 from .profiles import DeviceProfile
 from .steps import StepCost, step_costs
 
-__all__ = ["PredictedTime", "predict_steps", "predict_time"]
+__all__ = ["KERNEL_CLASSES", "PredictedTime", "interpolate", "predict_steps", "predict_time",
+           "step_seconds"]
+
+KERNEL_CLASSES = ("bmm", "skinny", "mul", "reduce", "copy")
+"""The classes a calibration measures (:attr:`DeviceProfile.kernel_times`)."""
+
+_MAIN_CLASS = {"mul": "mul", "reduce": "reduce", "copy": "copy", "unreduce": "copy",
+               "zeros": "copy", "slice_copy": "copy", "accumulate": "copy"}
+"""The class of a step's main kernel by its ``kernel`` (products: ``bmm``/``skinny``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +91,47 @@ class PredictedTime:
         }
 
 
+def interpolate(points: Sequence[tuple[float, float]], work: float) -> float:
+    """Seconds at ``work`` from ascending ``(work, seconds)`` points (see the module).
+
+    Example:
+        >>> interpolate(((1e3, 1e-6), (1e5, 1e-4)), 1e4), interpolate(((1e3, 1e-6),), 1)
+        (1e-05, 1e-06)
+    """
+    first_work, first_s = points[0]
+    if work <= first_work:
+        return first_s
+    for (low_w, low_s), (high_w, high_s) in zip(points, points[1:], strict=False):
+        if work <= high_w:
+            fraction = math.log(work / low_w) / math.log(high_w / low_w)
+            return math.exp(math.log(low_s) + fraction * math.log(high_s / low_s))
+    last_work, last_s = points[-1]
+    return last_s * work / last_work
+
+
+def step_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
+    """One step's predicted seconds on ``profile`` (see the module).
+
+    Raises:
+        PlanningError: The profile has no rate for ``dtype``.
+    """
+    times = profile.kernel_times
+    if not times:
+        return step.predicted_s(profile.rate(dtype), profile.bandwidth_bytes_per_s,
+                                profile.launch_s)
+    main = _MAIN_CLASS.get(step.kernel)
+    if main is None:  # a product: bmm, or an einsum call
+        seconds = max(interpolate(times["bmm"], step.flops),
+                      interpolate(times["skinny"], step.bytes))
+    else:
+        seconds = interpolate(times[main], step.bytes or step.copy_bytes)
+    extra = step.launches - 1
+    if step.bytes and step.copy_bytes and step.kernel != "copy":
+        seconds += interpolate(times["copy"], step.copy_bytes)
+        extra -= 1
+    return seconds + max(0, extra) * profile.launch_s
+
+
 def predict_steps(steps: Sequence[StepCost], profile: DeviceProfile,
                   dtype: str) -> PredictedTime:
     """The predicted time of costed steps (see the module).
@@ -76,11 +139,9 @@ def predict_steps(steps: Sequence[StepCost], profile: DeviceProfile,
     Raises:
         PlanningError: The profile has no rate for ``dtype``.
     """
-    rate = profile.rate(dtype)
-    bandwidth = profile.bandwidth_bytes_per_s
     phases = {"forward": 0.0, "backward": 0.0}
     for step in steps:
-        phases[step.phase] += step.predicted_s(rate, bandwidth, profile.launch_s)
+        phases[step.phase] += step_seconds(step, profile, dtype)
     return PredictedTime(forward_s=phases["forward"], backward_s=phases["backward"],
                          launches=sum(step.launches for step in steps),
                          profile=profile.name, source=profile.source)

@@ -270,7 +270,7 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
     if torch_result is not None and not same_layout(
             torch_result[0], torch_result[1], _layout(live[compiled.output])[1]):
         # torch's layout written by the last step itself, where a kernel can: no copy
-        direct = written_in_layout(result, compiled.output, torch_result, sizes)
+        direct = written_in_layout(result, compiled.output, torch_result, sizes, dtype)
         if direct is not None:
             again = compile_schedule(direct.events, sizes)
             relive = run_compiled(again.forward, {f"in{k}": t for k, t in enumerate(operands)})

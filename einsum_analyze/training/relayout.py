@@ -33,7 +33,7 @@ __all__ = ["with_layout_copy", "written_in_layout"]
 
 def written_in_layout(result: StrategyResult, output: str,
                       layout: tuple[Sequence[int], Sequence[int]],
-                      sizes: Mapping[str, int]) -> StrategyResult | None:
+                      sizes: Mapping[str, int], dtype: str) -> StrategyResult | None:
     """``result`` whose last forward product writes ``output`` in ``layout`` (torch's).
 
     None where the product is not of two of the caller's operands, no kernel writes
@@ -44,7 +44,7 @@ def written_in_layout(result: StrategyResult, output: str,
         >>> (reverse,) = analyze("ij,jk->ik", [(2, 3), (3, 4)], grad=[0, 1],
         ...                      strategies=["reverse"]).strategies
         >>> direct = written_in_layout(reverse, "x2", ((2, 4), (4, 1)),
-        ...                            {"i": 2, "j": 3, "k": 4})
+        ...                            {"i": 2, "j": 3, "k": 4}, "float32")
         >>> [e.kernel.out_order for e in direct.events if e.tensor == "x2"][0]
         ('i', 'k')
     """
@@ -69,7 +69,8 @@ def written_in_layout(result: StrategyResult, output: str,
                           - copied_elements(event.kernel, sizes) >= event.elements):
         return None
     events[index] = event._replace(kernel=kernel, workspace=kernel.workspace)
-    return _replayed(result, events, event.elements, result.memory.itemsize)
+    return _replayed(result, events, event.elements, result.memory.itemsize,
+                     upstream_copy=dtype.startswith("complex"))
 
 
 def _is_operand(name: str) -> bool:

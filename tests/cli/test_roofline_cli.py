@@ -105,7 +105,11 @@ def test_profile_steps_on_cpu(tmp_path, columns):
         assert run["predicted"] == roofline["predicted"]
         assert [s["predicted_s"] for s in run["steps"]] == \
             [s["predicted_s"] for s in roofline["steps"]]
-        assert all(s["predicted_s"] > s["bound_s"] for s in run["steps"])
+        # Priced by the calibrated kernel classes, which in cache may beat the large
+        # copy's bandwidth the bound uses: no order between the two.
+        assert all(s["predicted_s"] > 0 for s in run["steps"])
+        assert sum(s["predicted_s"] for s in run["steps"]) == \
+            pytest.approx(run["predicted"]["total_s"])
     assert all("steps" not in run for run in data["runs"] if run["baseline"])
     torch_run = next(run for run in data["runs"] if run["strategy"] == "torch-autograd")
     assert torch_run["predicted"]["source"] == "calibrated"

@@ -36,3 +36,19 @@ def test_cpu_calibration_measures_a_cost_per_kernel():
     assert 1e-7 < found.launch_s < 1e-3
     assert found.profile().launch_s == found.launch_s
     assert found.to_dict()["launch_s"] == found.launch_s
+
+
+def test_cpu_calibration_times_every_kernel_class_at_growing_sizes():
+    from einsum_analyze.roofline.time_model import KERNEL_CLASSES
+
+    found = calibrate("cpu", "float32")
+    assert set(found.kernel_times) == set(KERNEL_CLASSES)
+    for name, points in found.kernel_times.items():
+        works = [work for work, _ in points]
+        seconds = [s for _, s in points]
+        assert len(points) >= 4 and works == sorted(works), name
+        assert seconds == sorted(seconds), name  # more work never takes less
+        # The smallest size costs a dispatch (above 100 ns); the largest more than 10x it.
+        assert 1e-7 < seconds[0] < 1e-3 and seconds[-1] > 10 * seconds[0], name
+    assert found.profile().kernel_times == found.kernel_times
+    assert found.to_dict()["clock"] in ("cpu", "wall")

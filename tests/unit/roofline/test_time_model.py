@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from einsum_analyze import analyze
 from einsum_analyze.errors import PlanningError
 from einsum_analyze.roofline import (
     build_roofline,
+    interpolate,
     predict_time,
     profile_from_dict,
     step_costs,
+    step_seconds,
 )
 
 # 1 GB/s, 2 GFLOP/s, 1 us per kernel: every figure below is hand-computed from these.
@@ -84,3 +88,49 @@ def test_a_profile_without_launch_cost_has_none():
     profile = profile_from_dict({"bandwidth_bytes_per_s": 1e9, "flops_per_s": 1e9}, "f")
     assert profile.launch_s == 0
     assert profile.to_dict()["launch_s"] == 0
+
+
+# Kernel classes with hand-set points: 1 us at the smallest size, then each class's rate.
+CLASSES = {
+    "bmm": ((1e3, 1e-6), (1e9, 1e-2)),       # 100 GFLOP/s at 1 GFLOP
+    "skinny": ((1e3, 1e-6), (1e9, 1e-1)),    # 10 GB/s at 1 GB
+    "mul": ((1e3, 1e-6), (1e9, 5e-2)),       # 20 GB/s
+    "reduce": ((1e3, 1e-6), (1e9, 1e-1)),
+    "copy": ((1e3, 1e-6), (1e9, 2e-1)),      # 5 GB/s
+}
+CLASSED = replace(UNIT, kernel_times=CLASSES)
+
+
+def test_interpolation_is_log_log_between_points_and_proportional_beyond():
+    points = ((1e3, 1e-6), (1e9, 1e-2))
+    assert interpolate(points, 10) == 1e-6  # below the smallest: its time
+    # Halfway in log work (1e6) is halfway in log time: sqrt(1e-6 * 1e-2) = 1e-4.
+    assert interpolate(points, 1e6) == pytest.approx(1e-4)
+    assert interpolate(points, 4e9) == pytest.approx(4e-2)
+
+
+def test_a_product_takes_the_slower_of_its_square_and_skinny_classes():
+    report = analyze("ab,bc->ac", [(64, 64), (64, 64)], strategies=("reverse",), grad="none")
+    s = report.strategies[0]
+    (step,) = step_costs(s.events, s.sizes(report.equation.size_dict), 4)
+    expected = max(interpolate(CLASSES["bmm"], step.flops),
+                   interpolate(CLASSES["skinny"], step.bytes))
+    assert step_seconds(step, CLASSED, "float32") == pytest.approx(expected)
+    t = predict_time(s.events, s.sizes(report.equation.size_dict), 4, CLASSED, "float32")
+    assert t.forward_s == pytest.approx(expected)
+
+
+def test_an_unreduce_is_priced_as_a_copy_and_extra_kernels_at_launch_cost():
+    report = analyze("ijj,k->ik", [(32, 32, 32), (32,)], strategies=("reverse",))
+    s = report.strategies[0]
+    steps = step_costs(s.events, s.sizes(report.equation.size_dict), 4)
+    for step in steps:
+        seconds = step_seconds(step, CLASSED, "float32")
+        if step.kernel == "unreduce":
+            assert seconds == pytest.approx(interpolate(CLASSES["copy"], step.bytes))
+        if step.kernel == "mul" and step.launches == 2 and not step.copy_bytes:
+            # The diagonal's sum first: one more kernel at launch_s.
+            assert seconds == pytest.approx(interpolate(CLASSES["mul"], step.bytes) + 1e-6)
+    roofline = build_roofline(report, CLASSED).strategy("reverse")
+    assert sum(step["predicted_s"] for step in roofline.to_dict()["steps"]) == \
+        pytest.approx(roofline.predicted.total_s)
