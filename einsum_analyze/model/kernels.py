@@ -384,7 +384,7 @@ def _separate_runs(layout: Layout, labels: Sequence[str], sizes: Mapping[str, in
             step *= sizes[char]
     ordered = sorted(labels, key=stride.__getitem__)
     return 1 + sum(stride[inner] * sizes[inner] != stride[outer]
-                   for inner, outer in zip(ordered, ordered[1:]))
+                   for inner, outer in zip(ordered, ordered[1:], strict=False))
 
 
 def cached_kernel(
