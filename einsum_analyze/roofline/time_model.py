@@ -95,7 +95,7 @@ def interpolate(points: Sequence[tuple[float, float]], work: float) -> float:
     """Seconds at ``work`` from ascending ``(work, seconds)`` points (see the module).
 
     Example:
-        >>> interpolate(((1e3, 1e-6), (1e5, 1e-4)), 1e4), interpolate(((1e3, 1e-6),), 1)
+        >>> round(interpolate(((1e3, 1e-6), (1e5, 1e-4)), 1e4), 12), interpolate(((1e3, 1e-6),), 1)
         (1e-05, 1e-06)
     """
     first_work, first_s = points[0]

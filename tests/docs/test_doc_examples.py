@@ -151,7 +151,7 @@ def test_readme_recommendation_is_what_the_tool_prints():
     assert result.exit_code == 0
     assert " ".join(shown.split()) in " ".join(result.stdout.split())
     for figure in ("reverse", "52.88 KiB", "independent", "52.60 KiB", "torch-autograd",
-                   "64.88 KiB", "47.98 KiB"):
+                   "64.88 KiB", "47.99 KiB"):
         assert figure in result.stdout
     tighter = CliRunner().invoke(cli, [*args[:-1], "40KiB"], env={"COLUMNS": "100"},
                                  catch_exceptions=False)
