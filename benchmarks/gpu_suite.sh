@@ -41,19 +41,41 @@ step() {
     printf '%-12s rc=%-3s %4d s%s\n' "$name" "$rc" "$took" "$note" | tee -a "$summary"
 }
 
-step tests     185 python3 -m pytest -q -p no:cacheprovider tests/gpu -rf
-step dropin    100 python3 benchmarks/bench_dropin.py --device cuda --repeats 10 \
+# The CUDA tests: four groups side by side (their figures are the allocator's, one per
+# process), then the two files whose assertions read timings, alone on the GPU.
+tests() {
+    local t=tests/gpu pids=() rc=0 group
+    local groups=("$t/test_cuda_execution.py" "$t/test_torch_einsum_cuda.py $t/test_cuda_float16.py"
+        "$t/test_checkpoint_cuda.py $t/test_cuda_training.py $t/test_cuda_timeline.py $t/test_distributed_cuda.py"
+        "$t/test_dropin_cuda.py" "$t/test_sliced_cuda.py")
+    for group in "${!groups[@]}"; do
+        # shellcheck disable=SC2086
+        python3 -m pytest -q -p no:cacheprovider -rf --durations=5 ${groups[$group]} \
+            >"$out/tests_$group.log" 2>&1 &
+        pids+=($!)
+    done
+    for group in "${pids[@]}"; do wait "$group" || rc=1; done
+    python3 -m pytest -q -p no:cacheprovider -rf $t/test_cuda_step_times.py \
+        $t/test_cuda_lookahead.py >"$out/tests_timed.log" 2>&1 || rc=1
+    grep -h -E "passed|failed|skipped|^FAILED" "$out"/tests_*.log
+    return $rc
+}
+export -f tests
+export out
+step tests     170 bash -c tests
+step dropin     90 python3 benchmarks/bench_dropin.py --device cuda --repeats 10 \
     --max-seconds 55 --json "$out/dropin.json"
-step models     40 python3 benchmarks/bench_models.py --device cuda --repeats 5 \
+step models     35 python3 benchmarks/bench_models.py --device cuda --repeats 5 \
     --json "$out/models.json"
-step training   65 python3 benchmarks/bench_training.py --device cuda --repeats 10 \
+step training   60 python3 benchmarks/bench_training.py --device cuda --repeats 10 \
     --json "$out/training.json"
-step execution  45 python3 benchmarks/bench_execution.py --device cuda --repeats 10 \
+step execution  40 python3 benchmarks/bench_execution.py --device cuda --repeats 10 \
     --json "$out/execution.json"
-step roofline   40 python3 benchmarks/bench_roofline.py --device cuda --repeats 10 \
+step roofline   35 python3 benchmarks/bench_roofline.py --device cuda --repeats 10 \
     --json "$out/roofline.json"
-step slicing    30 python3 benchmarks/bench_slicing.py --device cuda --repeats 3 \
+step slicing    25 python3 benchmarks/bench_slicing.py --device cuda --repeats 3 \
     --json "$out/slicing.json"
-step kernels    15 python3 benchmarks/bench_kernels.py --device cuda --repeats 20
-step steps      15 python3 benchmarks/bench_steps.py tn18-b65536-bond64 --device cuda --scale 1
+step kernels    10 python3 benchmarks/bench_kernels.py --device cuda --repeats 20
+step timemodel 60 python3 benchmarks/bench_time_model.py --device cuda
+step steps      10 python3 benchmarks/bench_steps.py tn18-b65536-bond64 --device cuda --scale 1
 exit $status
