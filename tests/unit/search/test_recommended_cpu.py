@@ -73,11 +73,15 @@ def test_recommended_peak_is_never_above_autograd_on_small_cases(case: dict[str,
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES[:3], ids=[c["name"] for c in CASES[:3]])
 def test_a_plan_within_a_budget_measures_within_it_on_cpu(case: dict[str, Any]) -> None:
+    # No search deadline: under load a 1 s search may stop before it scores the paths of
+    # least peak, and this test is about the run keeping to the budget, not the deadline.
     shapes = _scaled(case)
-    free = analyze(case["equation"], shapes, strategies=("reverse",), objective="memory")
+    free = analyze(case["equation"], shapes, strategies=("reverse",), objective="memory",
+                   max_search_s=None)
     assert free.search is not None
     budget = free.search.smallest_peak.peak_bytes
-    report = analyze(case["equation"], shapes, strategies=("reverse",), budget=budget)
+    report = analyze(case["equation"], shapes, strategies=("reverse",), budget=budget,
+                     max_search_s=None)
     assert report.recommended is not None and report.recommended.fits
     run = _recommended_run(execute(report, devices=["cpu"], repeats=1, warmup=0))
     assert run.peak_bytes_measured is not None and run.peak_bytes_measured <= budget
