@@ -9,13 +9,16 @@ FLOPs are ``forward.flops_after_normalisation``. The pairs opt_einsum refuses, w
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import opt_einsum
+import opt_einsum_pairs
 import pytest
 from corpus import OPT_EINSUM_EQUATIONS
 from opt_einsum_pairs import DATA, PAIRS, REJECTED, SUITE, Pair
@@ -55,6 +58,15 @@ def test_the_corpus_holds_test_contracts_list():
     # tests/corpus.py keeps test_contract.py's ``tests`` by hand; the recording has them too.
     recorded = {pair.equation for pair in SUITE if pair.source == "contract.compare"}
     assert set(OPT_EINSUM_EQUATIONS) == recorded
+
+
+def test_the_counts_in_the_data_modules_docstring_are_the_datas():
+    doc = opt_einsum_pairs.__doc__ or ""
+    given = {f"test_{name}.py": int(count)
+             for name, count in re.findall(r"test_(\w+)\.py (\d+)", doc)}
+    counted = collections.Counter(f"test_{p.source.split('.')[0]}.py" for p in SUITE)
+    assert given == dict(counted)
+    assert f"{len(SUITE)} distinct pairs" in " ".join(doc.split())
 
 
 @pytest.mark.slow
