@@ -166,7 +166,7 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
                 return _strided_like_torch(result, equation, operands)
         return result
     if traced_runs_torch(equation, tuple(tuple(shape) for shape in shapes), dtype, device,
-                         tuple(mask), strategy, optimize, budget_value):
+                         tuple(mask), strategy, optimize, budget_value, compiling):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     outputs: list[torch.Tensor] = contract(tensors, equation, strategy, optimize,
