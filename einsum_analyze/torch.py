@@ -5,7 +5,9 @@ node (:mod:`einsum_analyze.training.node`): a ``torch.library.custom_op``
 (``einsum_analyze::contract``) whose forward runs the plan's forward events and saves
 exactly the tensors the plan retains, and whose backward
 (``einsum_analyze::contract_backward``) runs the plan's backward events. Both ops have a
-fake implementation, so ``torch.compile(fullgraph=True)`` keeps the plan as it is.
+fake implementation, so ``torch.compile(fullgraph=True)`` keeps the plan as it is where
+it traces the op: under ``strategy="auto"`` without a budget a compiled call holds
+torch.einsum itself, which the compiler lowers and fuses (docs/dropin.md).
 
 Plans are chosen by :mod:`einsum_analyze.training.choice` and cached by
 :mod:`einsum_analyze.training.plans`: a call with the same equation, shapes, dtype,
