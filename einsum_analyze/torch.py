@@ -112,38 +112,46 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
     compiling = torch.compiler.is_compiling()
     if not compiling:
         check_options(strategy, budget, optimize)
-    call = read_call(args)
-    if call is None:
-        return TORCH_EINSUM(*args)  # type: ignore[no-any-return]
-    equation, operands = call
+    if len(args) > 2 and type(args[0]) is str:  # the common form, read without a call
+        equation, operands = args[0], args[1:]
+    else:
+        call = read_call(args)
+        if call is None:
+            return TORCH_EINSUM(*args)  # type: ignore[no-any-return]
+        equation, operands = call
     first = operands[0]
-    for t in operands:
-        if not isinstance(t, torch.Tensor):
-            return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]  # TypeError
+    if not isinstance(first, torch.Tensor):
+        return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]  # TypeError
     if not compiling and ((_functorch_active is not None and _functorch_active())
                           or _forward_ad._current_level >= 0):  # noqa: SLF001 - a dual level
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     device, dtype = first.device, first.dtype
     given = operands  # before autocast's cast: what a double backward differentiates
     if _any_autocast is None or _any_autocast():
+        for t in operands:
+            if not isinstance(t, torch.Tensor):
+                return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
         low = _autocast_dtype(device.type)
         if low is not None:
             if not compiling and not _autocast_casts_einsum(device.type, low):
                 return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
-            cast = tuple(t.to(low) if t.is_floating_point() and t.dtype != torch.float64
-                         else t for t in operands)
-            if not _uniform(cast, device, cast[0].dtype):
-                return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
-            operands, dtype = cast, cast[0].dtype
-    if dtype not in DTYPE_NAMES or not _uniform(operands, device, dtype):
-        return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
+            operands = tuple(t.to(low) if t.is_floating_point() and t.dtype != torch.float64
+                             else t for t in operands)
+            dtype = operands[0].dtype
     grad_on = torch.is_grad_enabled()
-    mask = [grad_on and t.requires_grad for t in operands]
+    mask: list[bool] = []
+    shapes: list[Any] = []
+    for t in operands:  # one loop: kinds, dtypes, devices, gradients and shapes
+        if not isinstance(t, torch.Tensor) or t.dtype is not dtype or t.device != device:
+            return TORCH_EINSUM(equation, *given)  # type: ignore[no-any-return]  # torch's way
+        mask.append(grad_on and t.requires_grad)
+        shapes.append(t.shape)
+    if dtype not in DTYPE_NAMES:
+        return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     budget_value = NO_BUDGET if budget is None else budget_bytes(budget)
     if EAGER_FAST_PATH and not compiling:
         # The plan by a key of torch objects: a cache hit converts nothing to text.
-        fast = (equation, strategy, optimize, budget_value, dtype, device, *mask,
-                *[t.shape for t in operands])
+        fast = (equation, strategy, optimize, budget_value, dtype, device, *mask, *shapes)
         plan = eager_plan(fast)
         if plan is None:
             plan = plan_eager_call(fast, operands, equation, strategy, optimize,
@@ -157,7 +165,7 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
             if t is not made:
                 return _strided_like_torch(result, equation, operands)
         return result
-    if traced_runs_torch(equation, tuple(tuple(t.shape) for t in operands), dtype, device,
+    if traced_runs_torch(equation, tuple(tuple(shape) for shape in shapes), dtype, device,
                          tuple(mask), strategy, optimize, budget_value):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
@@ -183,14 +191,6 @@ def _strided_like_torch(result: torch.Tensor, equation: str,
         return result
     relaid = torch.empty_strided(shape, strides, dtype=result.dtype, device=result.device)
     return relaid.copy_(result)
-
-
-def _uniform(operands: tuple[Any, ...], device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether every operand has ``dtype`` and lives on ``device``."""
-    for t in operands:  # a loop: a generator costs a microsecond more per call
-        if t.dtype is not dtype or t.device != device:
-            return False
-    return True
 
 
 _AUTOCASTS_EINSUM: dict[tuple[str, torch.dtype], bool] = {}

@@ -6,13 +6,26 @@ device's fence. The marks are contiguous (each event's time runs from the previo
 to its own), so the steps and the events between them (seeds, views, frees) add up to
 the phase. Medians over ``repeats`` calls after ``warmup`` untimed ones.
 
-On CUDA the device is held busy (``torch.cuda._sleep``) while the host queues a phase,
-for longer than the host took to queue it in the warm-up: the marks then time the
-device's work with its queue full, as the measured forward's back-to-back calls do.
-Without it, the device waits for the host after the fence that starts each phase, and
-whenever the host, recording a mark after every event, falls behind short kernels; that
-waiting fell into the steps' times (on an H200, 14% to 33% of ``attention3``'s measured
-forward and backward).
+On cpu the forward is timed as the measured forward is, in blocks of calls back to
+back (:func:`_forward_block`): single calls timed apart left out what lies between two
+calls (the last call's tensors freed) and, on a shared machine, the time the process
+waits for a core, which a block's time holds (``attention3`` at 1/8 on the 2-core cpu:
+0.11 ms a single call, 0.28 ms a call in a block).
+
+On CUDA the device and the host are timed apart, and the two joined as a queue. The
+device is held busy (``torch.cuda._sleep``) while the host queues a phase, for longer
+than the host took to queue it in the warm-up: its marks then time each event's own
+work with the queue full. Without the hold, the device waited for the host after the
+fence that starts each phase, and whenever the host, recording a mark after every
+event, fell behind short kernels (on an H200, 14% to 33% of ``attention3``'s measured
+forward and backward fell into the steps that way). With it alone, the time the device
+waits for the host in a real run was in no step: the steps added up to 81% and 86% of
+the measured totals of ``attention3`` and ``tucker``. So a second run of the phase,
+without device marks or hold, times when the host has queued each event
+(``perf_counter`` after its call), and :func:`queued_intervals` replays the two: an
+event starts on the device once it is queued and the one before it is done, and its
+time runs from that one's end to its own. A wait for the host belongs to the event
+waited for, and the events add up to the phase as the device and host ran it.
 
 torch is imported inside the functions: importing this module costs nothing.
 """
@@ -31,7 +44,7 @@ from .base import DeviceContext
 from .torch_backend import run_compiled
 from .torch_kernels import CompiledSchedule, Live
 
-__all__ = ["time_steps"]
+__all__ = ["queued_intervals", "time_steps"]
 
 
 def _can_hold() -> bool:
@@ -83,6 +96,45 @@ def _phase(ops: Sequence[Any], live: Live, context: DeviceContext,
     run_compiled(ops, live, on_step=marks.mark)
     queued = time.perf_counter() - start
     return marks.seconds(), queued
+
+
+def _queued(ops: Sequence[Any], live: Live, context: DeviceContext) -> list[float]:
+    """Seconds from the phase's start (device idle) until the host queued each event."""
+    clock = time.perf_counter
+    marks: list[float] = []
+    context.fence()
+    start = clock()
+    run_compiled(ops, live, on_step=lambda: marks.append(clock() - start))
+    context.fence()
+    return marks
+
+
+def queued_intervals(queued_s: Sequence[float], busy_s: Sequence[float]) -> list[float]:
+    """Each event's seconds in a phase where the host queues work for the device.
+
+    Args:
+        queued_s: Seconds from the phase's start (the device idle) until the host had
+            queued each event, in order (non-decreasing).
+        busy_s: The device's seconds for each event, its queue full.
+
+    Returns:
+        Each event's interval: from the end of the event before it (the phase's start,
+        for the first) to its own end, where an event ends ``busy_s`` after both it is
+        queued and the one before it is done. The intervals add up to the phase.
+
+    Example:
+        The host queues an event every 2 us; the device takes 1 us, then 5 us, then 1 us:
+        ``queued_intervals([2e-6, 4e-6, 6e-6], [1e-6, 5e-6, 1e-6])`` is about
+        ``[3e-6, 6e-6, 1e-6]`` (the first waits 2 us for the host, the second 1 us, the
+        third none: the device is still busy when it is queued).
+    """
+    intervals: list[float] = []
+    done = 0.0
+    for queued, busy in zip(queued_s, busy_s, strict=True):
+        end = max(done, queued) + busy
+        intervals.append(end - done)
+        done = end
+    return intervals
 
 
 class _Hold:
@@ -143,15 +195,23 @@ def time_steps(
         return None
     samples: list[list[float]] = []
     hold = _Hold() if context.is_cuda and _can_hold() else None
+    block = 1  # forward calls per timed block on cpu, sized in the warm-up
     for call in range(max(warmup, 1) + repeats):
         live: Live = {f"in{k}": t for k, t in enumerate(context.operands)}
         forward, queued = _phase(compiled.forward, live, context, hold)
+        if not context.is_cuda:
+            if call < max(warmup, 1):
+                block = _block_calls(sum(forward))
+            else:
+                forward = _forward_block(compiled.forward, context, block)
         backward: list[float] = []
         if compiled.backward:
             live["upstream"] = context.upstream.clone()
             backward, queued_backward = _phase(compiled.backward, live, context, hold)
             queued = max(queued, queued_backward)
         del live
+        if hold is not None:
+            forward, backward = _with_host(compiled, context, forward, backward)
         if call < max(warmup, 1):
             if hold is not None:
                 hold.need(queued)
@@ -169,3 +229,56 @@ def time_steps(
         else:
             other.append(seconds)
     return tuple(steps), sum(other)
+
+
+def _with_host(compiled: CompiledSchedule, context: DeviceContext, forward: list[float],
+               backward: list[float]) -> tuple[list[float], list[float]]:
+    """The device's intervals of each phase joined with the host's pace (a second run)."""
+    live: Live = {f"in{k}": t for k, t in enumerate(context.operands)}
+    forward = queued_intervals(_queued(compiled.forward, live, context), forward)
+    if compiled.backward:
+        live["upstream"] = context.upstream.clone()
+        backward = queued_intervals(_queued(compiled.backward, live, context), backward)
+    return forward, backward
+
+
+def _block_calls(call_s: float, target_s: float = 0.02, most: int = 1000) -> int:
+    """Calls of a block as the measured forward sizes it: tenfold until ``target_s``."""
+    calls = 1
+    while calls < most and calls * call_s < target_s:
+        calls *= 10
+    return min(calls, most)
+
+
+def _forward_block(ops: Sequence[Any], context: DeviceContext, calls: int,
+                   clock: Callable[[], float] = time.perf_counter) -> list[float]:
+    """Each forward event's mean seconds over ``calls`` calls run back to back (cpu).
+
+    The measured forward is such a block, so its figure holds what lies between the
+    events of one call and the next (the previous call's tensors freed, the next one's
+    live tensors made) and, on a shared machine, the time the process waits for a core.
+    The marks run on across calls: what lies between two calls belongs to the next
+    call's first event, the end of the last call to the first event too.
+    """
+    totals = [0.0] * len(ops)
+    position = 0
+    last = 0.0
+
+    def mark() -> None:
+        nonlocal position, last
+        now = clock()
+        totals[position] += now - last
+        last = now
+        position += 1
+
+    context.fence()
+    last = clock()
+    for _ in range(calls):
+        position = 0
+        live: Live = {f"in{k}": t for k, t in enumerate(context.operands)}
+        run_compiled(ops, live, on_step=mark)
+    del live
+    context.fence()
+    if totals:
+        totals[0] += clock() - last
+    return [total / calls for total in totals]

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from operator import itemgetter
+from typing import NamedTuple
 
 from .schedule import InputPrep, Kernel
 
@@ -25,9 +26,11 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Layout:
+class Layout(NamedTuple):
     """How a tensor sits in memory, as far as the kernels care.
+
+    A named tuple rather than a frozen dataclass: the lowering looks layouts up by value
+    thousands of times per schedule, and a tuple hashes and compares in C.
 
     Attributes:
         dims: The label of each dimension (an operand may repeat one: ``"ijj"``).
@@ -196,9 +199,13 @@ def _lower_contraction(
     a_size, b_size = _elements(a_order, sizes), _elements(b_order, sizes)
     choices = []
     batch_set = big & a_labels & b_labels
+    orders = set()
     for reference in ((a_order, b_order) if a_size >= b_size else (b_order, a_order)):
         batch = tuple([c for c in reference if c in batch_set])
         contracted = tuple([c for c in reference if c in contracted_set])
+        if (batch, contracted) in orders:
+            break  # the same orders again: the first choice stands
+        orders.add((batch, contracted))
         a_copy: tuple[str, ...] = ()
         if not (a_dense and _blocks(a_order, batch, contracted, left)):
             a_copy = batch + left + contracted
@@ -208,14 +215,17 @@ def _lower_contraction(
         copied = (a_size if a_copy else 0) + (b_size if b_copy else 0)
         choices.append((copied, batch, contracted, a_copy, b_copy))
     # The first of the cheapest.
-    _, batch, contracted, a_copy, b_copy = (
-        choices[1] if choices[1][0] < choices[0][0] else choices[0])
+    _, batch, contracted, a_copy, b_copy = min(choices, key=_COPIED)
     return _bmm_kernel(
         InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
         InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
         batch=batch, left=left, contracted=contracted, right=right,
         out_order=batch + left + right, workspace=workspace, sizes=sizes,
     )
+
+
+_COPIED = itemgetter(0)
+"""A choice's copied elements: ``min`` by it keeps the first of the cheapest."""
 
 
 def _bmm_kernel(
@@ -326,6 +336,8 @@ def _bmm_to(
     choices = []
     for reference in (a_order, b_order):
         contracted = tuple([c for c in reference if c in contracted_set])
+        if choices and contracted == choices[0][1]:
+            break  # the same order again: the first choice stands
         a_copy: tuple[str, ...] = ()
         if not (a_dense and a_order in (batch + left + contracted, batch + contracted + left)):
             a_copy = batch + left + contracted
@@ -336,7 +348,7 @@ def _bmm_to(
                   + (_elements(b_copy, sizes) if b_copy else 0))
         choices.append((copied, contracted, a_copy, b_copy))
     # The first of the cheapest.
-    _, contracted, a_copy, b_copy = choices[1] if choices[1][0] < choices[0][0] else choices[0]
+    _, contracted, a_copy, b_copy = min(choices, key=_COPIED)
     return _bmm_kernel(
         InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
         InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
@@ -354,7 +366,8 @@ def _with_upcasts(kernel: Kernel, layouts: Sequence[Layout], sizes: Mapping[str,
     Each entry of :attr:`Kernel.upcast` says what of the step's own tensors is live
     then (elements of the dtype) and how many float32 elements the sum adds.
     """
-    if kernel.kind not in ("reduce", "mul", "bmm"):
+    if kernel.kind not in ("reduce", "mul", "bmm") or not any(
+            prep.reduce for prep in kernel.inputs):
         return kernel
     upcast: list[tuple[int, int]] = []
     made = 0  # elements of the step's buffers made before this input's sum
@@ -365,7 +378,7 @@ def _with_upcasts(kernel: Kernel, layouts: Sequence[Layout], sizes: Mapping[str,
             if viewed:
                 upcast.append((made + kept, kept + viewed))
         made += kept + (_elements(prep.copy, sizes) if prep.copy else 0)
-    return replace(kernel, upcast=tuple(upcast)) if upcast else kernel
+    return kernel._replace(upcast=tuple(upcast)) if upcast else kernel
 
 
 def _separate_runs(layout: Layout, labels: Sequence[str], sizes: Mapping[str, int]) -> int:

@@ -12,7 +12,6 @@ Everything here works on labels and sizes; no arrays.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from .kernels import (
     Layout,
@@ -205,11 +204,14 @@ def _lower_pass(
     left empty.
     """
     layouts: dict[str, Layout] = dict(operands)
+    layout_of = layouts.__getitem__
     # Intermediates the forward pass frees are not kept for backward.
     freed_in_forward = {e.tensor for e in events if e.kind == "free" and e.phase == "forward"}
     producer: dict[str, int] = {}
+    made_by = producer.get
     found: Wishes = {}
     lowered: list[Event] = []
+    keep = lowered.append
     seen: Seen = []
     records: Kept = [None] * len(events) if track else []
     # A schedule may repeat one event object on inputs of the same layouts (the
@@ -220,21 +222,22 @@ def _lower_pass(
     for index, event in enumerate(events):
         if event.kind == "free":
             layouts.pop(event.tensor, None)
-            lowered.append(event)
+            keep(event)
             if track:
                 producer.pop(event.tensor, None)
                 seen.append(None)
             continue
-        if event.op == "view":
+        op = event.op
+        if op == "view":
             if track:
                 seen.append(None)
             source = layouts.pop(event.inputs[0])
             producer.pop(event.inputs[0], None)
             producer.pop(event.tensor, None)
             layouts[event.tensor] = source
-            lowered.append(event)
+            keep(event)
             continue
-        if event.op != "contract":
+        if op != "contract":
             if track:
                 seen.append(None)
             old = kept[index] if kept is not None else None
@@ -244,11 +247,11 @@ def _lower_pass(
                 records[index] = ((), None, event, made, ())
             producer.pop(event.tensor, None)
             layouts[event.tensor] = made
-            lowered.append(event)
+            keep(event)
             continue
-        given = tuple(map(layouts.__getitem__, event.inputs))
+        given = tuple(map(layout_of, event.inputs))
         if track:
-            sources = tuple(map(producer.get, event.inputs))
+            sources = tuple(map(made_by, event.inputs))
             seen.append((given, sources))
         targets = wishes.get(index)
         old = kept[index] if kept is not None else None
@@ -261,23 +264,37 @@ def _lower_pass(
             if hit is None:
                 out_term = event.equation.partition("->")[2]
                 chosen = _chosen(event, given, out_term, sizes, cache, targets, memo)
-                hit = (event._replace(kernel=chosen, workspace=chosen.workspace),
-                       Layout.packed(out_term, chosen.out_order), event, given)
+                hit = (_with_kernel(event, chosen), Layout.packed(out_term, chosen.out_order),
+                       event, given)
                 done[key] = hit
             record = (given, targets, hit[0], hit[1], ())
         else:
             record = _lower_forward(event, given, sizes, cache, targets, memo,
                                     freed_in_forward)
-        if track:
-            records[index] = record
         for name, layout in record[4]:
             layouts[name] = layout
         layouts[event.tensor] = record[3]
         if track:
-            _wish(record[2], sources, found)
-            _made(producer, event, index)
-        lowered.append(record[2])
+            records[index] = record
+            if sources != (None, None):
+                _wish(record[2], sources, found)
+            # The contraction that made a tensor, when its layout can be aimed.
+            if len(event.inputs) == 2 and not event.view:
+                producer[event.tensor] = index
+            else:
+                producer.pop(event.tensor, None)
+        keep(record[2])
     return tuple(lowered), found, seen, records
+
+
+def _with_kernel(event: Event, kernel: Kernel) -> Event:
+    """``event`` with ``kernel`` and its workspace (``_replace``, built directly)."""
+    return Event._make((*event[:_KERNEL], kernel, kernel.workspace, *event[_KERNEL + 2:]))
+
+
+_KERNEL = Event._fields.index("kernel")
+"""Position of an event's kernel; its workspace follows."""
+assert Event._fields[_KERNEL + 1] == "workspace"
 
 
 def _lower_forward(
@@ -297,20 +314,12 @@ def _lower_forward(
             if prep.copy and name.startswith("x") and name not in freed_in_forward
         )
         if promote:
-            kernel = replace(kernel, promote=promote)
+            kernel = kernel._replace(promote=promote)
         promoted = tuple((event.inputs[position],
                           Layout.packed(terms[position], kernel.inputs[position].copy))
                          for position in promote)
-    done_event = event._replace(kernel=kernel, workspace=kernel.workspace)
+    done_event = _with_kernel(event, kernel)
     return (given, targets, done_event, Layout.packed(out_term, kernel.out_order), promoted)
-
-
-def _made(producer: dict[str, int], event: Event, index: int) -> None:
-    """Note the contraction that made a tensor, when its layout can be aimed."""
-    if len(event.inputs) == 2 and not event.view:
-        producer[event.tensor] = index
-    else:
-        producer.pop(event.tensor, None)
 
 
 def _wish(event: Event, sources: tuple[int | None, ...], found: Wishes) -> None:

@@ -386,12 +386,13 @@ def eager_plan(fast: tuple[Any, ...]) -> DropinPlan | None:
     if entry is None:
         return None
     key, plan = entry
-    with cache.lock:
-        try:
-            cache.plans.move_to_end(key)
-        except KeyError:  # dropped since: look it up again
-            return None
-        cache.hits += 1
+    # Without the lock (a third of a hit's cost): one dictionary operation is atomic, and
+    # a hit counted by two threads at once may be counted once.
+    try:
+        cache.plans.move_to_end(key)
+    except KeyError:  # dropped since: look it up again
+        return None
+    cache.hits += 1
     return plan
 
 
