@@ -14,6 +14,10 @@ The best of a few timed calls after a warm-up counts (the rate the device can re
 Sizes follow the device: on CUDA a 256 MiB copy and a 4 x 4096^3 product (shrunk when
 memory is short); on cpu a 64 MiB copy and a 256^3 product.
 
+Last, the host's costs around the kernels (our executor's per step and per run,
+torch.einsum's per call and autograd's per node), timed on chains of tiny matrices
+beyond what the kernel classes price (:mod:`.host_calibration`).
+
 For the time model (:mod:`einsum_analyze.roofline.time_model`), each kernel class is
 timed at a few sizes, from a few elements to tens of MiB, each call allocating its
 output as a step does (:func:`kernel_times`): a square ``bmm`` (work: FLOPs), a skinny
@@ -36,9 +40,10 @@ import functools
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..roofline.host import HostCosts
 from ..roofline.profiles import DeviceProfile
 
 __all__ = ["BLOCKS", "LAUNCH_BLOCKS", "LAUNCH_CALLS", "Calibration", "calibrate", "clear_cache",
@@ -72,6 +77,7 @@ class Calibration:
         launch_s: Seconds per tiny kernel (dispatch and launch).
         kernel_times: Each kernel class's ``(work, seconds)`` points (:func:`kernel_times`).
         clock: ``"cpu"`` (the process's CPU time) or ``"wall"``.
+        host: The host's costs around the kernels (:mod:`.host_calibration`).
     """
 
     device: str
@@ -85,6 +91,7 @@ class Calibration:
     launch_s: float = 0.0
     kernel_times: dict[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
     clock: str = "wall"
+    host: HostCosts = field(default_factory=HostCosts)
 
     def profile(self) -> DeviceProfile:
         """The roofline profile these figures make (source ``"calibrated"``)."""
@@ -96,7 +103,7 @@ class Calibration:
                          f"{'x'.join(map(str, self.bmm_shape))} in {self.dtype}"
                          + (" with TF32" if self.tf32 else "")
                          + f", {self.launch_s * 1e6:.3g} us per kernel"),
-            launch_s=self.launch_s, kernel_times=self.kernel_times,
+            launch_s=self.launch_s, kernel_times=self.kernel_times, host=self.host,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,6 +121,7 @@ class Calibration:
             "kernel_times": {name: [list(p) for p in points]
                              for name, points in self.kernel_times.items()},
             "clock": self.clock,
+            "host": self.host.to_dict(),
         }
 
 
@@ -246,6 +254,8 @@ def calibrate(device: str, dtype: str) -> Calibration:
     """
     import torch
 
+    from .host_calibration import host_costs
+
     key = (device, dtype, torch.get_num_threads())
     found = _CACHE.get(key)
     if found is not None:
@@ -289,13 +299,15 @@ def calibrate(device: str, dtype: str) -> Calibration:
     launch_s = _per_kernel(functools.partial(torch.add, tiny[0], tiny[1]), fence, clock)
     del tiny
     times = kernel_times(device, dtype, fence, clock, large=is_cuda)
-    found = Calibration(
+    kernels = Calibration(
         device=device, dtype=dtype,
         bandwidth_bytes_per_s=2 * elements * itemsize / copy_s,
         flops_per_s=2 * batch * side**3 / bmm_s,
         copy_bytes=elements * itemsize, bmm_shape=(batch, side, side, side), tf32=tf32,
-        seconds=time.perf_counter() - start, launch_s=launch_s, kernel_times=times,
-        clock=clock_name,
+        seconds=0.0, launch_s=launch_s, kernel_times=times, clock=clock_name,
     )
+    # The host's costs beyond the kernels as these figures price them.
+    host = host_costs(device, dtype, fence, clock, kernels.profile())
+    found = replace(kernels, host=host, seconds=time.perf_counter() - start)
     _CACHE[key] = found
     return found

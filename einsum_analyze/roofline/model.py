@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from .profiles import DeviceProfile
 from .steps import StepCost, step_costs
-from .time_model import PredictedTime, predict_steps, step_seconds
+from .time_model import PredictedTime, predict_steps, step_times
 
 R = TypeVar("R")
 
@@ -129,7 +129,7 @@ def build_roofline(report: Any, profile: DeviceProfile,
             strategy=s.name, steps=steps, flops_per_s=rate,
             bandwidth_bytes_per_s=profile.bandwidth_bytes_per_s, launch_s=profile.launch_s,
             predicted=predict_steps(steps, profile, report.dtype),
-            step_predicted=tuple(step_seconds(step, profile, report.dtype) for step in steps)))
+            step_predicted=step_times(steps, profile, report.dtype)))
     return Roofline(profile=profile, dtype=report.dtype, strategies=tuple(rows))
 
 

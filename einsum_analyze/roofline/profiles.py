@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import PlanningError
 from ..model.types import DTYPE_ITEMSIZE
+from .host import CPU_HOST, GPU_HOST, HostCosts, host_from_dict
 
 __all__ = ["MAX_NAME", "NOMINAL", "DeviceProfile", "load_profile", "profile_from_dict",
            "profile_names"]
@@ -47,6 +48,8 @@ class DeviceProfile:
             (``"bmm"``, ``"skinny"``, ``"mul"``, ``"reduce"``, ``"copy"``): ascending
             ``(work, seconds)`` points, work in FLOPs for ``bmm`` and in bytes moved for
             the others (a calibration's; empty: the time model uses the roofline).
+        host: Seconds the host adds to the kernels: our executor's per step and per
+            run, torch.einsum's per call and autograd's per node (:mod:`.host`).
     """
 
     name: str
@@ -56,6 +59,7 @@ class DeviceProfile:
     description: str = ""
     launch_s: float = 0.0
     kernel_times: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    host: HostCosts = field(default_factory=HostCosts)
 
     def rate(self, dtype: str) -> float:
         """The FLOP rate for ``dtype``.
@@ -83,17 +87,18 @@ class DeviceProfile:
             "flops_per_s": rates,
             "description": self.description,
             "launch_s": self.launch_s,
+            "host": self.host.to_dict(),
         }
 
 
 def _nominal(name: str, bandwidth: float, fp64: float, fp32: float, half: float,
-             description: str, launch_s: float) -> DeviceProfile:
+             description: str, launch_s: float, host: HostCosts) -> DeviceProfile:
     # Complex products: four real multiply-adds per complex one, at the real rate.
     return DeviceProfile(
         name=name, source="nominal", bandwidth_bytes_per_s=bandwidth,
         flops_per_s={"float64": fp64, "float32": fp32, "float16": half, "bfloat16": half,
                      "complex64": fp32 / 4, "complex128": fp64 / 4},
-        description=description, launch_s=launch_s,
+        description=description, launch_s=launch_s, host=host,
     )
 
 
@@ -109,19 +114,19 @@ NOMINAL: Mapping[str, DeviceProfile] = {
     "h200": _nominal("h200", 4.8e12, 67e12, 67e12, 989e12,
                      "NOMINAL: NVIDIA H200 SXM datasheet (HBM3e 4.8 TB/s; FP64 tensor core "
                      "67 TFLOPS; FP32 67 TFLOPS, no TF32; FP16/BF16 tensor core 989 TFLOPS "
-                     "dense)", GPU_LAUNCH_S),
+                     "dense)", GPU_LAUNCH_S, GPU_HOST),
     "h100": _nominal("h100", 3.35e12, 67e12, 67e12, 989e12,
                      "NOMINAL: NVIDIA H100 SXM datasheet (HBM3 3.35 TB/s; FP64 tensor core "
                      "67 TFLOPS; FP32 67 TFLOPS, no TF32; FP16/BF16 tensor core 989 TFLOPS "
-                     "dense)", GPU_LAUNCH_S),
+                     "dense)", GPU_LAUNCH_S, GPU_HOST),
     "a100": _nominal("a100", 2.039e12, 19.5e12, 19.5e12, 312e12,
                      "NOMINAL: NVIDIA A100 80GB SXM datasheet (HBM2e 2,039 GB/s; FP64 tensor "
                      "core 19.5 TFLOPS; FP32 19.5 TFLOPS, no TF32; FP16/BF16 tensor core "
-                     "312 TFLOPS dense)", GPU_LAUNCH_S),
+                     "312 TFLOPS dense)", GPU_LAUNCH_S, GPU_HOST),
     "cpu": _nominal("cpu", 50e9, 100e9, 200e9, 50e9,
                     "NOMINAL: a generic server CPU core group (50 GB/s; 200 GFLOP/s float32, "
                     "100 GFLOP/s float64; half precision emulated at 50 GFLOP/s); an order "
-                    "of magnitude only: calibrate by running on it", CPU_DISPATCH_S),
+                    "of magnitude only: calibrate by running on it", CPU_DISPATCH_S, CPU_HOST),
 }
 """The built-in table (``--roofline h200|h100|a100|cpu``); docs/roofline.md cites it."""
 
@@ -148,7 +153,9 @@ def profile_from_dict(data: Any, origin: str) -> DeviceProfile:
     """A profile from JSON data: ``bandwidth_bytes_per_s`` and ``flops_per_s``.
 
     ``flops_per_s`` is one number (every dtype) or an object by dtype; ``name``,
-    ``description`` and ``launch_s`` (seconds per kernel, 0 when absent) are optional.
+    ``description``, ``launch_s`` (seconds per kernel, 0 when absent) and ``host`` (the
+    host's seconds besides the kernels, :func:`.host.host_from_dict`; none when absent)
+    are optional: a profile's own JSON (:meth:`DeviceProfile.to_dict`) reads back.
 
     Raises:
         PlanningError: A field is missing or not a positive number, or a dtype unknown.
@@ -193,8 +200,10 @@ def profile_from_dict(data: Any, origin: str) -> DeviceProfile:
     if "name" in data and not (0 < len(name) <= MAX_NAME and name.isprintable()):
         raise PlanningError(f"--roofline {origin}: name must be 1 to {MAX_NAME} printable "
                             f"characters, not {name!r:.40}")
+    host = host_from_dict(data["host"], origin) if "host" in data else HostCosts()
     return DeviceProfile(name=name, source="file", bandwidth_bytes_per_s=bandwidth,
-                         flops_per_s=rates, description=description, launch_s=launch_s)
+                         flops_per_s=rates, description=description, launch_s=launch_s,
+                         host=host)
 
 
 def load_profile(text: str) -> DeviceProfile:

@@ -18,6 +18,10 @@ broadcast into a new tensor (``unreduce``). Seeds, views and frees move nothing.
   copy; a ``torch.einsum`` call (a step of torch's own execution, or of three or more
   operands) counts :data:`EINSUM_LAUNCHES`. The time model (:mod:`.time_model`) charges
   each its profile's ``launch_s``.
+- ``runner``: who runs the step: ``"executor"`` (ours: a lowered schedule) or ``"torch"``
+  (every step of a schedule whose contractions have no kernel: the ``torch-autograd``
+  model of torch.einsum under autograd); the time model adds that runner's host costs
+  (:mod:`.host`).
 
 Analysis only: no torch, no allocation.
 """
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..model.schedule import STEP_OPERATIONS, Event, InputPrep, Kernel
@@ -56,6 +60,9 @@ class StepCost:
         copy_bytes: Extra bytes of the layout copies (read and written).
         recompute: A forward contraction run again during backward.
         launches: Kernels the step runs (each costs the profile's ``launch_s``).
+        runner: ``"executor"`` (ours) or ``"torch"`` (torch.einsum under autograd).
+        call_operands: For a ``"torch"`` step, the operands of the torch.einsum call it
+            is part of (its path search grows with them); 0 for ours.
     """
 
     event: int
@@ -69,6 +76,8 @@ class StepCost:
     copy_bytes: int
     recompute: bool = False
     launches: int = 1
+    runner: str = "executor"
+    call_operands: int = 0
 
     @property
     def intensity(self) -> float:
@@ -184,6 +193,7 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
     kernel = event.kernel
     copy_bytes = 0
     launches = 1
+    runner = "executor"
     if event.op in ("zeros", "slice_copy", "accumulate"):
         # Slicing's own traffic: a zero-filled buffer, a part made contiguous, a part
         # added into its accumulator. None of it is the contraction's: all copy bytes.
@@ -204,6 +214,7 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
         read = sum(_product(term, sizes) for term in terms)
         written = _product(out_term, sizes)
         launches = EINSUM_LAUNCHES * max(1, len(terms) - 1)
+        runner = "torch" if kernel is None else "executor"  # a schedule: step_costs
     else:
         name = kernel.kind
         flops = _kernel_flops(kernel, sizes)
@@ -216,15 +227,20 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
         event=position, phase=event.phase, tensor=event.tensor, equation=event.equation,
         kernel=name, flops=flops, flops_convention=event.flops,
         bytes=(read + written) * itemsize, copy_bytes=copy_bytes * itemsize,
-        recompute=event.recompute, launches=max(1, launches),
+        recompute=event.recompute, launches=max(1, launches), runner=runner,
     )
 
 
 def step_costs(events: Sequence[Event], sizes: Mapping[str, int],
                itemsize: int) -> tuple[StepCost, ...]:
     """The cost of every computing step of a schedule, in schedule order."""
-    return tuple(
+    steps = tuple(
         step_cost(event, position, sizes, itemsize)
         for position, event in enumerate(events)
         if event.kind == "alloc" and event.op in STEP_OPERATIONS
     )
+    if any(step.runner == "torch" for step in steps):  # torch.einsum's: every step
+        operands = len({name for event in events for name in event.inputs
+                        if name.startswith("in") and name[2:].isdigit()})
+        return tuple(replace(step, runner="torch", call_operands=operands) for step in steps)
+    return steps

@@ -13,7 +13,12 @@ proportional beyond the largest):
   ``copy``, ``unreduce`` and slicing's buffers: a layout copy; every class allocates its
   output, as a step does, so first-touch of fresh memory is in the figures;
 - each layout copy of an input: the copy class at its bytes; each other kernel of the
-  step (an input's private sum): the profile's ``launch_s``.
+  step (an input's private sum): the profile's ``launch_s``;
+- the host's Python around the kernels (:mod:`.host`, the profile's ``host``): our
+  executor's cost per step and per run of each phase; for the ``torch-autograd`` model
+  (its steps' ``runner`` is ``"torch"``), torch.einsum's forward call at its number of
+  operands, ``torch_node_s`` per gradient contraction and ``torch_backward_s`` per
+  backward call. A phase's cost is given to its first step.
 
 Without ``kernel_times`` (the nominal profiles, ``--device none``, or a profile file), a
 step takes its roofline bound, ``max(flops / rate, bytes / bandwidth)``, plus its layout
@@ -45,8 +50,8 @@ from ..model.schedule import Event
 from .profiles import DeviceProfile
 from .steps import StepCost, step_costs
 
-__all__ = ["KERNEL_CLASSES", "PredictedTime", "interpolate", "predict_steps", "predict_time",
-           "step_seconds"]
+__all__ = ["KERNEL_CLASSES", "PredictedTime", "interpolate", "kernel_seconds", "phase_seconds",
+           "predict_steps", "predict_time", "step_seconds", "step_times"]
 
 KERNEL_CLASSES = ("bmm", "skinny", "mul", "reduce", "copy")
 """The classes a calibration measures (:attr:`DeviceProfile.kernel_times`)."""
@@ -109,8 +114,8 @@ def interpolate(points: Sequence[tuple[float, float]], work: float) -> float:
     return last_s * work / last_work
 
 
-def step_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
-    """One step's predicted seconds on ``profile`` (see the module).
+def kernel_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
+    """One step's kernels' predicted seconds on ``profile``, host costs left out.
 
     Raises:
         PlanningError: The profile has no rate for ``dtype``.
@@ -132,6 +137,61 @@ def step_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
     return seconds + max(0, extra) * profile.launch_s
 
 
+def step_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
+    """One step's predicted seconds on ``profile``: its kernels and its own host cost.
+
+    The host's cost of the step itself (:mod:`.host`): our executor's ``step_s``, or a
+    gradient contraction's ``torch_node_s`` under torch autograd. A phase's costs
+    (:func:`step_times`) are not in it.
+
+    Raises:
+        PlanningError: The profile has no rate for ``dtype``.
+    """
+    host = profile.host
+    if step.runner == "torch":
+        own = host.torch_node_s if step.phase == "backward" else 0.0
+    else:
+        own = host.backward_step_s if step.phase == "backward" else host.forward_step_s
+    return kernel_seconds(step, profile, dtype) + own
+
+
+def phase_seconds(steps: Sequence[StepCost], profile: DeviceProfile, phase: str) -> float:
+    """The host's seconds for running ``phase``'s steps once, beyond every step's own.
+
+    Our executor's run of a phase (``forward_run_s``, ``backward_run_s``); torch.einsum's
+    forward call (its figure at the call's operands) or autograd's backward call
+    (``torch_backward_s``). Zero for a phase with no step.
+    """
+    first = next((step for step in steps if step.phase == phase), None)
+    if first is None:
+        return 0.0
+    host = profile.host
+    if first.runner != "torch":
+        return host.backward_run_s if phase == "backward" else host.forward_run_s
+    if phase == "backward":
+        return host.torch_backward_s
+    if not host.torch_forward:
+        return 0.0
+    return interpolate(host.torch_forward, max(1, first.call_operands))
+
+
+def step_times(steps: Sequence[StepCost], profile: DeviceProfile,
+               dtype: str) -> tuple[float, ...]:
+    """Each step's predicted seconds; a phase's host cost goes to its first step.
+
+    The seconds add up to :func:`predict_steps`' forward and backward.
+
+    Raises:
+        PlanningError: The profile has no rate for ``dtype``.
+    """
+    seconds = [step_seconds(step, profile, dtype) for step in steps]
+    for phase in ("forward", "backward"):
+        first = next((n for n, step in enumerate(steps) if step.phase == phase), None)
+        if first is not None:
+            seconds[first] += phase_seconds(steps, profile, phase)
+    return tuple(seconds)
+
+
 def predict_steps(steps: Sequence[StepCost], profile: DeviceProfile,
                   dtype: str) -> PredictedTime:
     """The predicted time of costed steps (see the module).
@@ -140,8 +200,8 @@ def predict_steps(steps: Sequence[StepCost], profile: DeviceProfile,
         PlanningError: The profile has no rate for ``dtype``.
     """
     phases = {"forward": 0.0, "backward": 0.0}
-    for step in steps:
-        phases[step.phase] += step_seconds(step, profile, dtype)
+    for step, seconds in zip(steps, step_times(steps, profile, dtype), strict=True):
+        phases[step.phase] += seconds
     return PredictedTime(forward_s=phases["forward"], backward_s=phases["backward"],
                          launches=sum(step.launches for step in steps),
                          profile=profile.name, source=profile.source)

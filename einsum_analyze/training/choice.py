@@ -24,12 +24,12 @@ from ..errors import EinsumAnalyzeError
 from ..model.deadline import remaining_s, search_deadline
 from ..model.types import DTYPE_ITEMSIZE
 from ..model.units import format_exact_bytes, format_seconds
-from ..roofline import predict_time
+from ..roofline import DeviceProfile, interpolate, predict_time
 from ..search import DEFAULT_PROFILE, TORCH_SOURCE, objective_key
 from ..strategies import StrategyResult, get_strategy, strategy_names
 
 __all__ = ["DEFAULT_PLAN_S", "NO_BUDGET", "TIME_MARGIN", "DropinChoice", "check_plan_s",
-           "choose_dropin", "choose_plan", "planning_time", "predicted_s"]
+           "choose_dropin", "choose_plan", "node_s", "planning_time", "predicted_s"]
 
 DEFAULT_PLAN_S = 0.5
 """Seconds a first call's planning may take (``einsum(..., max_plan_s=)``): the analyses
@@ -84,10 +84,28 @@ of the ``torch-autograd`` model's: on equal work (a pair einsum, or the same pat
 torch.einsum's kernels are the same or fewer, and our call costs a little more on top."""
 
 
+def node_s(profile: DeviceProfile) -> float:
+    """The host's seconds of the drop-in's own autograd node around a plan of ours.
+
+    The drop-in runs a plan as one node: its call under autograd costs what
+    torch.einsum's call of two operands costs beyond its kernels and one gradient node
+    (the profile's host costs, :mod:`einsum_analyze.roofline.host`), and the backward
+    call's engine as torch.einsum's does. Our executor's steps come on top.
+    """
+    host = profile.host
+    call = interpolate(host.torch_forward, 2) if host.torch_forward else 0.0
+    return call + host.torch_node_s + host.torch_backward_s
+
+
 def predicted_s(result: StrategyResult, size_dict: Mapping[str, int], dtype: str) -> float:
-    """The time model's forward + backward seconds of ``result`` on the search's profile."""
-    return predict_time(result.events, result.sizes(size_dict), DTYPE_ITEMSIZE[dtype],
-                        DEFAULT_PROFILE, dtype).total_s
+    """The time model's forward + backward seconds of ``result`` on the search's profile.
+
+    A plan of ours runs inside the drop-in's node (:func:`node_s`); the
+    ``torch-autograd`` model is torch.einsum's own call.
+    """
+    seconds = predict_time(result.events, result.sizes(size_dict), DTYPE_ITEMSIZE[dtype],
+                           DEFAULT_PROFILE, dtype).total_s
+    return seconds + (node_s(DEFAULT_PROFILE) if get_strategy(result.name).lowered else 0.0)
 
 
 _TORCH_CHARACTERS = frozenset(string.ascii_letters + ",->. ")

@@ -149,10 +149,12 @@ def test_auto_never_runs_a_plan_above_torch_einsums_peak_or_work() -> None:
 
 def test_the_fallback_runs_torch_einsums_own_path_bit_for_bit() -> None:
     # torch.einsum plans its path with opt_einsum on each call of three operands; the
-    # plan keeps that path, so values and gradients are torch.einsum's to the bit.
+    # plan keeps that path, so values and gradients are torch.einsum's to the bit. The
+    # products are large enough that their kernels, the same either way, outweigh
+    # torch.einsum's own planning on each call (on smaller ones our plan is faster).
     dropin.clear_cache()
-    leaves = _leaves(((30, 40), (40, 5), (5, 50), (50, 7)), torch.float32)
-    upstream = torch.randn(30, 7)
+    leaves = _leaves(((300, 400), (400, 300), (300, 400), (400, 300)), torch.float32)
+    upstream = torch.randn(300, 300)
     got = einsum("ij,jk,kl,lm->im", *leaves)
     assert _last_choice().runs == "torch.einsum"
     want = torch.einsum("ij,jk,kl,lm->im", *leaves)

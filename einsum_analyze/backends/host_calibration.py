@@ -1,0 +1,231 @@
+"""Calibrate the host's costs around the kernels: our executor's steps, torch.einsum's calls.
+
+The time model prices a step's kernels by their work; the Python around them costs the
+same at every size (:mod:`einsum_analyze.roofline.host`). It is measured on chains of
+``n`` tiny matrices (2 x 2, ``ab,bc,cd,...``), where the kernels cost next to nothing,
+and the time model's own price of those kernels on the device's calibrated kernel classes
+is taken away, so that the model charges each second once:
+
+- our executor: the chain's steps, compiled (:func:`.torch_kernels.compile_schedule`)
+  and run as a run runs them (:func:`.torch_backend.run_compiled`), at 2 and
+  :data:`EXECUTOR_CHAIN` matrices: the difference per step is the cost per step, what
+  is left at one step the cost per run;
+- torch.einsum under autograd, as the ``torch-autograd`` baseline runs it (fresh leaves
+  that require gradients, ``torch.einsum``, ``torch.autograd.grad``), at each length of
+  :data:`TORCH_CHAINS`: the forward call's seconds at each number of operands
+  (``torch_forward``: torch's path search grows with them), and a line through the
+  backward call's seconds against its gradient contractions (``torch_backward_s`` plus
+  ``torch_node_s`` each).
+
+Every call is timed as runs time theirs (:mod:`.timing`), all of them side by side in
+:data:`HOST_ROUNDS` rounds (:func:`.timing.measure_interleaved`): a forward in blocks of
+calls, warm; a backward one call a block after its setup, cold, after the other timers'
+blocks (our executor's backward steps are timed as the chain's steps one call a block).
+The median of each timer's blocks counts, on the calibration's clock.
+
+torch is imported inside the functions: importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import string
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..model.lowering import lower_events
+from ..model.schedule import Event
+from ..roofline.host import HostCosts
+from ..roofline.profiles import DeviceProfile
+from ..roofline.steps import step_costs
+from ..roofline.time_model import kernel_seconds
+
+__all__ = ["BLOCK_S", "EXECUTOR_CHAIN", "HOST_ROUNDS", "TORCH_CHAINS", "chain", "host_costs"]
+
+EXECUTOR_CHAIN = 9
+"""Matrices of the longer executor chain (8 steps; the shorter has 2 matrices, 1 step)."""
+
+TORCH_CHAINS = (2, 3, 4, 6, 9, 17)
+"""Chain lengths torch.einsum is timed at (opt_einsum's ``auto`` changes its path search
+at 5, 7, 9 and 15 operands; on the 2-core cpu a call of 6 took twice one of 9)."""
+
+HOST_ROUNDS = 3
+"""Rounds of :func:`.timing.measure_interleaved` over every chain's timers (the median
+of each timer's blocks counts)."""
+
+BLOCK_S = 5e-3
+"""A forward timer's block (a quarter of the runs'): a backward call after it is cold."""
+
+_SIDE = 2
+
+
+def chain(n: int) -> tuple[str, list[str], tuple[Event, ...], dict[str, int]]:
+    """A chain of ``n`` (at least 2) 2 x 2 matrices: equation, terms, steps, sizes.
+
+    The steps are the forward contractions, each freeing the intermediate before it.
+
+    Example:
+        >>> equation, terms, events, sizes = chain(3)
+        >>> equation, [e.equation for e in events if e.kind == "alloc"]
+        ('ab,bc,cd->ad', ['ab,bc->ac', 'ac,cd->ad'])
+    """
+    labels = string.ascii_letters[:n + 1]
+    terms = [labels[k] + labels[k + 1] for k in range(n)]
+    sizes = dict.fromkeys(labels, _SIDE)
+    events: list[Event] = []
+    last, last_term = "in0", terms[0]
+    for k in range(1, n):
+        out = labels[0] + labels[k + 1]
+        name = f"x{n + k}"
+        events.append(Event("alloc", name, _SIDE**2, "forward", op="contract",
+                            inputs=(last, f"in{k}"), equation=f"{last_term},{terms[k]}->{out}",
+                            flops=2 * _SIDE**3))
+        if k > 1:
+            events.append(Event("free", last, _SIDE**2, "forward"))
+        last, last_term = name, out
+    return f"{','.join(terms)}->{labels[0]}{labels[n]}", terms, tuple(events), sizes
+
+
+def _kernels_s(events: Sequence[Event], sizes: dict[str, int], itemsize: int,
+               profile: DeviceProfile, dtype: str) -> float:
+    """The time model's seconds of the events' kernels alone."""
+    return sum(kernel_seconds(step, profile, dtype)
+               for step in step_costs(events, sizes, itemsize))
+
+
+def _executor_run(device: str, torch_dtype: Any,
+                  n: int) -> tuple[Callable[[], Any], tuple[Event, ...], dict[str, int]]:
+    """The chain's forward run by our executor, its lowered events and sizes."""
+    import torch
+
+    from .torch_backend import run_compiled
+    from .torch_kernels import compile_schedule
+
+    _, terms, events, sizes = chain(n)
+    lowered = lower_events(events, terms, sizes, cache={})
+    compiled = compile_schedule(lowered, sizes)
+
+    operands = [torch.ones(_SIDE, _SIDE, dtype=torch_dtype, device=device) for _ in terms]
+
+    def run() -> Any:
+        return run_compiled(compiled.forward, {f"in{k}": t for k, t in enumerate(operands)})
+
+    return run, lowered, sizes
+
+
+def _torch_calls(device: str, torch_dtype: Any, n: int) -> tuple[
+        Callable[[], Any], Callable[[], Any], Callable[[Any], Any]]:
+    """torch.einsum's forward call, a backward's setup and the backward call.
+
+    As the ``torch-autograd`` baseline runs them (:mod:`.baselines`).
+    """
+    import torch
+
+    equation, terms, _, _ = chain(n)
+    operands = [torch.ones(_SIDE, _SIDE, dtype=torch_dtype, device=device) for _ in terms]
+    upstream = torch.ones(_SIDE, _SIDE, dtype=torch_dtype, device=device)
+
+    def forward() -> Any:
+        with torch.enable_grad():
+            return torch.einsum(equation, *[t.detach().requires_grad_(True) for t in operands])
+
+    def setup() -> tuple[Any, list[Any]]:
+        with torch.enable_grad():
+            leaves = [t.detach().requires_grad_(True) for t in operands]
+            return torch.einsum(equation, *leaves), leaves
+
+    def backward(state: tuple[Any, list[Any]]) -> Any:
+        result, leaves = state
+        return torch.autograd.grad(result, leaves, upstream)
+
+    return forward, setup, backward
+
+
+def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares intercept and slope through ``(x, y)`` points, both at least 0."""
+    xs = [x for x, _ in points]
+    ys = [y for _, y in points]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    slope = max(0.0, sum((x - mean_x) * (y - mean_y) for x, y in points) / spread)
+    return max(0.0, mean_y - slope * mean_x), slope
+
+
+def host_costs(device: str, dtype: str, fence: Callable[[], None],
+               clock: Callable[[], float], profile: DeviceProfile) -> HostCosts:
+    """The host's costs on ``device`` beyond ``profile``'s kernels (see the module).
+
+    Args:
+        device: ``cpu`` or ``cuda:N``.
+        dtype: A torch dtype name.
+        fence: Waits for the device.
+        clock: Seconds since an arbitrary origin.
+        profile: The device's calibrated kernel classes and cost per kernel, no host
+            costs yet: what the time model charges the chains' kernels.
+    """
+    import torch
+
+    from .timing import Timer, measure_interleaved, prepare
+
+    torch_dtype = getattr(torch, dtype)
+    itemsize = torch.empty((), dtype=torch_dtype).element_size()
+
+    def timer(call: Callable[[], Any], setup: Callable[[], Any] | None = None,
+              then: Callable[[Any], Any] | None = None) -> Timer:
+        def timed(_: Any) -> Any:
+            return call()
+
+        run = timed if then is None else then
+        made = prepare(run, setup=setup, warmup=3, fence=fence, clock=clock,
+                       max_calls_per_block=1)
+        if setup is None:  # a block of about BLOCK_S: calls as the warm-up took
+            start = clock()
+            for _ in range(3):
+                run(None)
+            fence()
+            made.calls_per_block = max(1, math.ceil(BLOCK_S * 3 / max(clock() - start, 1e-9)))
+        return made
+
+    executor = {n: _executor_run(device, torch_dtype, n) for n in (2, EXECUTOR_CHAIN)}
+    executor_kernels = {n: _kernels_s(events, sizes, itemsize, profile, dtype)
+                        for n, (_, events, sizes) in executor.items()}
+    # Each timer follows the one before it in every round, so a backward call (one a
+    # block) follows another code's forward block, as a run's backward follows its
+    # forward's: our executor's after torch.einsum's, torch's after our executor's.
+    timers: list[Timer] = []
+    roles: list[tuple[str, int, float]] = []  # what each timer times, its kernels' seconds
+    for k, n in enumerate(TORCH_CHAINS):
+        _, _, events, sizes = chain(n)
+        # The chain's steps, not lowered: the time model prices them as torch.einsum's.
+        step_kernel = _kernels_s(events, sizes, itemsize, profile, dtype) / (n - 1)
+        forward, setup, backward = _torch_calls(device, torch_dtype, n)
+        cold, warm = (2, EXECUTOR_CHAIN) if k % 2 == 0 else (EXECUTOR_CHAIN, 2)
+        timers += [timer(forward), timer(executor[cold][0], setup=lambda: None),
+                   timer(executor[warm][0]), timer(forward, setup=setup, then=backward)]
+        # Every matrix's gradient: two gradient contractions per pairwise step.
+        roles += [("torch forward", n, (n - 1) * step_kernel),
+                  ("executor backward", cold, executor_kernels[cold]),
+                  ("executor forward", warm, executor_kernels[warm]),
+                  ("torch backward", n, 2 * (n - 1) * step_kernel)]
+    measured = measure_interleaved(timers, repeats=HOST_ROUNDS)
+    pooled: dict[tuple[str, int], list[float]] = {}
+    for m, (role, n, kernel_s) in zip(measured, roles, strict=True):
+        pooled.setdefault((role, n), []).extend(t - kernel_s for t in m.per_call_s)
+    left = {key: statistics.median(values) for key, values in pooled.items()}
+    steps = EXECUTOR_CHAIN - 1
+
+    def executor_costs(phase: str) -> tuple[float, float]:
+        short, long = left[(f"executor {phase}", 2)], left[(f"executor {phase}", EXECUTOR_CHAIN)]
+        step = max(0.0, (long - short) / (steps - 1))
+        return step, max(0.0, short - step)
+
+    forward_step_s, forward_run_s = executor_costs("forward")
+    backward_step_s, backward_run_s = executor_costs("backward")
+    forward_points = [(float(n), max(1e-9, left[("torch forward", n)])) for n in TORCH_CHAINS]
+    backward_call_s, node_s = _line([(2.0 * (n - 1), left[("torch backward", n)])
+                                     for n in TORCH_CHAINS])
+    return HostCosts(forward_step_s=forward_step_s, backward_step_s=backward_step_s,
+                     forward_run_s=forward_run_s, backward_run_s=backward_run_s,
+                     torch_forward=tuple(forward_points), torch_node_s=node_s,
+                     torch_backward_s=backward_call_s)

@@ -1,0 +1,136 @@
+"""What the host costs besides the kernels: our executor's steps, torch.einsum's calls.
+
+A step's kernels are priced by their work (:mod:`.time_model`); around them the host runs
+Python that costs the same at any size, and on a small step it is most of the time:
+
+- our executor (:mod:`einsum_analyze.backends.torch_kernels`): each step's compiled
+  function (its views, the ``out=`` buffer, the free that follows) costs
+  ``forward_step_s`` or ``backward_step_s``, and each phase's run of the compiled list
+  (``run_compiled``: ``no_grad``, the live tensors' dictionary) ``forward_run_s`` or
+  ``backward_run_s``;
+- torch.einsum under autograd (the ``torch-autograd`` model): the forward call (the
+  leaves, the equation's parsing, opt_einsum's path search on three operands or more,
+  every pairwise step's permutes, reshapes and autograd nodes) costs
+  ``torch_forward``'s seconds at the call's number of operands, interpolated between
+  measured points (:func:`~.time_model.interpolate`); the backward call costs
+  ``torch_backward_s`` (``autograd.grad``'s engine) plus ``torch_node_s`` per gradient
+  contraction (its nodes: the product's backward and the views' around it).
+
+The phases differ because runs time them differently (:mod:`einsum_analyze.backends.timing`):
+a forward call in blocks of many calls, its code and data warm in the caches; a backward
+call one a block, after its setup and the other runs' blocks, cold. Every figure is beyond
+the kernels themselves: the calibration (:mod:`einsum_analyze.backends.host_calibration`)
+times chains of tiny contractions as runs are timed and takes away the time model's own
+price of their kernels, so the model charges each second once.
+
+Analysis only: no torch, no allocation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import PlanningError
+
+__all__ = ["CPU_HOST", "GPU_HOST", "HostCosts", "host_from_dict"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostCosts:
+    """Seconds the host adds to a plan's kernels (see the module).
+
+    Attributes:
+        forward_step_s: Our executor, each forward step beyond its kernels.
+        backward_step_s: Our executor, each backward step beyond its kernels.
+        forward_run_s: Our executor, the forward's run of its steps.
+        backward_run_s: Our executor, the backward's run of its steps.
+        torch_forward: torch.einsum's forward call under autograd beyond its kernels:
+            ascending ``(operands, seconds)`` points (empty: none).
+        torch_node_s: torch autograd, each gradient contraction beyond its kernel.
+        torch_backward_s: torch autograd, each backward call (``autograd.grad``).
+    """
+
+    forward_step_s: float = 0.0
+    backward_step_s: float = 0.0
+    forward_run_s: float = 0.0
+    backward_run_s: float = 0.0
+    torch_forward: tuple[tuple[float, float], ...] = ()
+    torch_node_s: float = 0.0
+    torch_backward_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (a profile's ``host``)."""
+        return {
+            "forward_step_s": self.forward_step_s,
+            "backward_step_s": self.backward_step_s,
+            "forward_run_s": self.forward_run_s,
+            "backward_run_s": self.backward_run_s,
+            "torch_forward": [list(point) for point in self.torch_forward],
+            "torch_node_s": self.torch_node_s,
+            "torch_backward_s": self.torch_backward_s,
+        }
+
+
+_SECONDS = ("forward_step_s", "backward_step_s", "forward_run_s", "backward_run_s",
+            "torch_node_s", "torch_backward_s")
+
+
+def _seconds(value: Any, what: str, origin: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value < 0:
+        raise PlanningError(f"--roofline {origin}: host.{what} must be a number of seconds "
+                            f"at least 0, not {value!r:.40}")
+    return float(value)
+
+
+def _points(value: Any, origin: str) -> tuple[tuple[float, float], ...]:
+    what = "host.torch_forward"
+    if not isinstance(value, list):
+        raise PlanningError(f"--roofline {origin}: {what} must be a list of "
+                            "[operands, seconds]")
+    points: list[tuple[float, float]] = []
+    for point in value:
+        if not (isinstance(point, list) and len(point) == 2):
+            raise PlanningError(f"--roofline {origin}: {what} must be a list of "
+                                f"[operands, seconds], not {point!r:.40}")
+        operands = _seconds(point[0], "torch_forward operands", origin)
+        seconds = _seconds(point[1], "torch_forward seconds", origin)
+        if operands <= 0 or seconds <= 0 or (points and operands <= points[-1][0]):
+            raise PlanningError(f"--roofline {origin}: {what}'s operands must be above 0 "
+                                "and ascending, its seconds above 0")
+        points.append((operands, seconds))
+    return tuple(points)
+
+
+def host_from_dict(data: Any, origin: str) -> HostCosts:
+    """A profile's ``host`` object; every field optional (0, or no points, when absent).
+
+    Raises:
+        PlanningError: Not an object, or a field that is not seconds at least 0.
+
+    Example:
+        >>> host_from_dict({"forward_step_s": 1e-5}, "x").forward_step_s
+        1e-05
+    """
+    if not isinstance(data, dict):
+        raise PlanningError(f"--roofline {origin}: host must be a JSON object")
+    found: dict[str, Any] = {key: _seconds(data[key], key, origin)
+                             for key in _SECONDS if key in data}
+    if "torch_forward" in data:
+        found["torch_forward"] = _points(data["torch_forward"], origin)
+    return HostCosts(**found)
+
+
+CPU_HOST = HostCosts(
+    forward_step_s=2e-6, backward_step_s=2e-5, forward_run_s=2e-6, backward_run_s=2e-5,
+    torch_forward=((2, 1.5e-5), (3, 9e-5), (5, 5e-4), (9, 5e-4), (17, 8e-4)),
+    torch_node_s=3e-5, torch_backward_s=5e-5)
+"""Nominal host costs: one core of a server cpu running torch 2.13 from Python (rounded
+from calibrations of the project's 2-core machine, docs/method.md); an order of
+magnitude, as the nominal rates are."""
+
+GPU_HOST = CPU_HOST
+"""Nominal host costs beside a GPU: the host's Python is the same; the launch itself is
+the profile's ``launch_s``."""

@@ -1,0 +1,142 @@
+"""The time model's host terms: their shape, their growth, their JSON, the nominal figures."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+
+from einsum_analyze import analyze
+from einsum_analyze.errors import PlanningError
+from einsum_analyze.roofline import (
+    NOMINAL,
+    HostCosts,
+    interpolate,
+    predict_time,
+    profile_from_dict,
+    step_costs,
+    step_times,
+)
+
+# Rates so high that every kernel costs nothing: what is left is the host's.
+FREE = profile_from_dict({"name": "free", "bandwidth_bytes_per_s": 1e30,
+                          "flops_per_s": 1e30}, "free")
+HOST = HostCosts(forward_step_s=1e-6, backward_step_s=3e-6, forward_run_s=2e-6,
+                 backward_run_s=5e-6, torch_forward=((2, 1e-5), (4, 1e-4), (8, 4e-4)),
+                 torch_node_s=2e-5, torch_backward_s=7e-5)
+HOSTED = replace(FREE, host=HOST)
+
+
+def _predicted(equation, shapes, strategy, profile=HOSTED):
+    report = analyze(equation, shapes, strategies=(strategy,))
+    s = report.strategies[0]
+    sizes = s.sizes(report.equation.size_dict)
+    return predict_time(s.events, sizes, 4, profile, "float32"), step_costs(s.events, sizes, 4)
+
+
+def test_our_executor_pays_per_step_and_per_run_of_each_phase():
+    # Reverse mode on ab,bc->ac: one forward step, two backward steps.
+    t, steps = _predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse")
+    forward = [c for c in steps if c.phase == "forward"]
+    backward = [c for c in steps if c.phase == "backward"]
+    assert (len(forward), len(backward)) == (1, 2)
+    assert {c.runner for c in steps} == {"executor"}
+    assert t.forward_s == pytest.approx(2e-6 + 1 * 1e-6, rel=1e-9)
+    assert t.backward_s == pytest.approx(5e-6 + 2 * 3e-6, rel=1e-9)
+
+
+def test_torch_einsum_pays_its_call_at_its_operands_and_autograd_per_node():
+    # torch.einsum of three operands: its forward call is the figure at 3 operands,
+    # interpolated log-log between 2 and 4; backward: the engine and one node per
+    # gradient contraction.
+    t, steps = _predicted("ab,bc,cd->ad", [(4, 4)] * 3, "torch-autograd")
+    assert {c.runner for c in steps} == {"torch"}
+    assert {c.call_operands for c in steps} == {3}
+    nodes = sum(c.phase == "backward" for c in steps)
+    assert nodes == 4  # two per pairwise step: every operand's gradient
+    assert t.forward_s == pytest.approx(interpolate(HOST.torch_forward, 3), rel=1e-9)
+    # log-log: at log2(3/2) of the way from 2 to 4 operands, 1e-5 to 1e-4 seconds.
+    assert interpolate(HOST.torch_forward, 3) == pytest.approx(1e-5 * 10 ** math.log2(1.5))
+    assert t.backward_s == pytest.approx(7e-5 + nodes * 2e-5, rel=1e-9)
+
+
+def test_a_profile_without_host_costs_predicts_the_kernels_alone():
+    t, _ = _predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse", FREE)
+    assert t.total_s == pytest.approx(0, abs=1e-20)
+    t, _ = _predicted("ab,bc,cd->ad", [(4, 4)] * 3, "torch-autograd", FREE)
+    assert t.total_s == pytest.approx(0, abs=1e-20)
+
+
+def test_the_phase_costs_go_to_each_phases_first_step():
+    report = analyze("ab,bc,cd->ad", [(4, 4)] * 3, strategies=("reverse",))
+    s = report.strategies[0]
+    steps = step_costs(s.events, s.sizes(report.equation.size_dict), 4)
+    seconds = step_times(steps, HOSTED, "float32")
+    first = {phase: next(n for n, c in enumerate(steps) if c.phase == phase)
+             for phase in ("forward", "backward")}
+    for n, (step, time_s) in enumerate(zip(steps, seconds, strict=True)):
+        own = HOST.forward_step_s if step.phase == "forward" else HOST.backward_step_s
+        run = HOST.forward_run_s if step.phase == "forward" else HOST.backward_run_s
+        assert time_s == pytest.approx(own + (run if n == first[step.phase] else 0.0))
+    t = predict_time(s.events, s.sizes(report.equation.size_dict), 4, HOSTED, "float32")
+    assert sum(seconds) == pytest.approx(t.total_s)
+
+
+@pytest.mark.parametrize("field", ["forward_step_s", "backward_step_s", "forward_run_s",
+                                   "backward_run_s", "torch_node_s", "torch_backward_s"])
+def test_more_host_cost_predicts_more_for_its_runner_and_the_same_for_the_other(field):
+    dearer = replace(HOSTED, host=replace(HOST, **{field: getattr(HOST, field) * 10}))
+    pays = "torch-autograd" if field.startswith("torch") else "reverse"
+    for strategy in ("reverse", "torch-autograd"):
+        cheap, _ = _predicted("ab,bc,cd->ad", [(4, 4)] * 3, strategy)
+        dear, _ = _predicted("ab,bc,cd->ad", [(4, 4)] * 3, strategy, dearer)
+        if strategy == pays:
+            assert dear.total_s > cheap.total_s
+        else:
+            assert dear.total_s == cheap.total_s
+
+
+def test_more_steps_cost_the_host_more():
+    # A longer chain has more steps: more of every per-step cost, the same per run.
+    shorter, _ = _predicted("ab,bc,cd->ad", [(4, 4)] * 3, "reverse")
+    longer, _ = _predicted("ab,bc,cd,de->ae", [(4, 4)] * 4, "reverse")
+    assert longer.forward_s > shorter.forward_s and longer.backward_s > shorter.backward_s
+
+
+def test_host_costs_round_trip_through_a_profiles_json():
+    entry = json.loads(json.dumps(HOSTED.to_dict("float32")))
+    again = profile_from_dict(entry, "saved.json")
+    assert again.host == HOST
+    for strategy in ("reverse", "torch-autograd"):
+        want, _ = _predicted("ab,bc,cd->ad", [(4, 4)] * 3, strategy)
+        got, _ = _predicted("ab,bc,cd->ad", [(4, 4)] * 3, strategy, again)
+        assert got.total_s == pytest.approx(want.total_s)
+
+
+@pytest.mark.parametrize(("host", "culprit"), [
+    ({"forward_step_s": -1}, "host.forward_step_s"),
+    ({"torch_node_s": "1us"}, "host.torch_node_s"),
+    ({"backward_run_s": True}, "host.backward_run_s"),
+    ({"torch_forward": [[2, 1e-5], [2, 2e-5]]}, "ascending"),
+    ({"torch_forward": [[2, 0]]}, "above 0"),
+    ({"torch_forward": [3]}, "[operands, seconds]"),
+    ([], "host must be a JSON object"),
+])
+def test_bad_host_costs_name_the_culprit(host, culprit):
+    with pytest.raises(PlanningError, match="host") as raised:
+        profile_from_dict({"bandwidth_bytes_per_s": 1e9, "flops_per_s": 1e9, "host": host},
+                          "f.json")
+    assert culprit in str(raised.value)
+
+
+def test_every_nominal_profile_carries_host_figures():
+    for profile in NOMINAL.values():
+        host = profile.host
+        assert host.forward_step_s > 0 and host.backward_step_s > 0
+        assert host.torch_node_s > 0 and host.torch_backward_s > 0
+        operands = [n for n, _ in host.torch_forward]
+        assert operands == sorted(operands) and operands[0] == 2
+        # torch.einsum's call of three or more operands searches a path: dearer than two.
+        assert interpolate(host.torch_forward, 4) > interpolate(host.torch_forward, 2)
