@@ -82,7 +82,9 @@ class DistributedJob:
         timeout_s: Seconds the run may take; also the process group's timeout.
         stall_floor_s: The least stall limit: a rank without a heartbeat, or making no
             progress while the others wait, this long is named hung (the limit grows
-            with the predicted work, :func:`.run.stall_limit_s`).
+            with the predicted work, :func:`.run.stall_limit_s`). 30 s by default: rank 0's
+            oracle and baseline cost seconds of Python however small the work, and a
+            loaded shared runner stretched them past 10 s.
         fault: For tests only: ``(rank, how)`` makes that rank fail after joining the
             group, ``how`` one of ``raise``, ``exit``, ``kill``, ``hang`` (sleeps),
             ``stop`` (SIGSTOP), or ``backend``: the collective backend fails to join
@@ -106,5 +108,5 @@ class DistributedJob:
     compare: tuple[str, ...] = ()
     calibrate: bool = False
     timeout_s: float = 300.0
-    stall_floor_s: float = 10.0
+    stall_floor_s: float = 30.0
     fault: tuple[int, str] | None = field(default=None)

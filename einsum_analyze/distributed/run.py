@@ -31,7 +31,7 @@ def stall_limit_s(job: DistributedJob, *, is_cuda: bool) -> float:
     ``stall_floor_s``.
 
     Example:
-        ``1e9`` FLOPs of slices on cpu: ``max(10, 4 * 1e9 / 1e8)`` = 40 s.
+        ``1e9`` FLOPs of slices on cpu: ``max(30, 4 * 1e9 / 1e8)`` = 40 s.
     """
     flops = float(sum(job.runner.slice_costs()))
     rate = CAUTIOUS_FLOPS_PER_S["cuda" if is_cuda else "cpu"]

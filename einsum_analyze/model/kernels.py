@@ -199,7 +199,7 @@ def _lower_contraction(
     a_size, b_size = _elements(a_order, sizes), _elements(b_order, sizes)
     choices = []
     batch_set = big & a_labels & b_labels
-    orders = set()
+    orders: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
     for reference in ((a_order, b_order) if a_size >= b_size else (b_order, a_order)):
         batch = tuple([c for c in reference if c in batch_set])
         contracted = tuple([c for c in reference if c in contracted_set])
@@ -333,7 +333,7 @@ def _bmm_to(
         right, left = rest[:len(right_set)], rest[len(right_set):]
     else:
         return None
-    choices = []
+    choices: list[tuple[int, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = []
     for reference in (a_order, b_order):
         contracted = tuple([c for c in reference if c in contracted_set])
         if choices and contracted == choices[0][1]:

@@ -540,7 +540,7 @@ def _build_plan(equation: Equation, path: Sequence[Sequence[int]], optimizer: st
             out_term = equation.output
         else:
             out_term = "".join([char for char, n in counts.items() if holders[char] > n])
-        summed = "".join(char for char in counts if char not in out_term)
+        summed = "".join([char for char in counts if char not in out_term])
         for char, n in counts.items():
             holders[char] -= n
         for char in out_term:

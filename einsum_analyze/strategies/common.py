@@ -316,8 +316,8 @@ def single_step_core(step: Step, position: int, size_dict: Mapping[str, int]) ->
     core_terms = (step.output_term, *(step.input_terms[q] for q in others))
     joint = "".join(dict.fromkeys("".join(core_terms)))
     target = step.input_terms[position]
-    core_output = "".join(char for char in dict.fromkeys(target) if char in joint)
-    summed = "".join(char for char in joint if char not in core_output)
+    core_output = "".join([char for char in dict.fromkeys(target) if char in joint])
+    summed = "".join([char for char in joint if char not in core_output])
     return Step(
         index=0,
         operands=tuple(range(len(core_terms))),

@@ -367,9 +367,10 @@ def torch_autograd_schedule(
             memories = (memory_order(fa), memory_order(fb))
         else:
             kind = "bmm"
-            lro = tuple(d for d in sorted(out_sizes) if d in fa.sizes and d in fb.sizes)
-            lo = tuple(d for d in sorted(out_sizes) if d in fa.sizes and d not in fb.sizes)
-            ro = tuple(d for d in sorted(out_sizes) if d not in fa.sizes)
+            out_dims_sorted = sorted(out_sizes)
+            lro = tuple([d for d in out_dims_sorted if d in fa.sizes and d in fb.sizes])
+            lo = tuple([d for d in out_dims_sorted if d in fa.sizes and d not in fb.sizes])
+            ro = tuple([d for d in out_dims_sorted if d not in fa.sizes])
             summed = tuple(sum_dims)
             # sumproduct_pair swaps the operands when every dim of the right one's
             # (its own and those of size 1 in both) comes before every dim of the left's.
@@ -425,7 +426,7 @@ def torch_autograd_schedule(
                          for t, dims in zip((a, b), private, strict=True) if dims)
         steps.append(TorchStep(
             kind=kind, inputs=(left.storage, right.storage), output=name,
-            reduced=tuple("".join(order[d] for d in dims) for dims in private),
+            reduced=tuple(["".join([order[d] for d in dims]) for dims in private]),
             copied=(copied[0], copied[1]), kept=kept, flops=flops + reductions))
         backs.append(PairBackward(
             kind=kind, result=result, groups=groups, kept=kept, joint=joint,

@@ -250,7 +250,7 @@ def test_a_sweep_of_limits_finds_plans_of_lower_peak():
     limits = sweep_limits(forward)
     assert limits[0] == forward.largest_intermediate_elements // 2 and limits[-1] == 1
     assert all(a == 2 * b or a == 2 * b + 1 for a, b in zip(limits, limits[1:], strict=False))
-    report = analyze(eq.text, [list(s) for s in eq.shapes], budget="45KiB")
+    report = analyze(eq.text, [list(s) for s in eq.shapes], budget="45KiB", max_search_s=None)
     assert report.search is not None
     sources = set(report.search.sources)
     assert any(s.startswith("greedy-limit-") for s in sources)
