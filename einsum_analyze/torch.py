@@ -5,7 +5,9 @@ node (:mod:`einsum_analyze.training.node`): a ``torch.library.custom_op``
 (``einsum_analyze::contract``) whose forward runs the plan's forward events and saves
 exactly the tensors the plan retains, and whose backward
 (``einsum_analyze::contract_backward``) runs the plan's backward events. Both ops have a
-fake implementation, so ``torch.compile(fullgraph=True)`` keeps the plan as it is.
+fake implementation, so ``torch.compile(fullgraph=True)`` keeps the plan as it is where
+it traces the op: under ``strategy="auto"`` without a budget a compiled call holds
+torch.einsum itself, which the compiler lowers and fuses (docs/dropin.md).
 
 Plans are chosen by :mod:`einsum_analyze.training.choice` and cached by
 :mod:`einsum_analyze.training.plans`: a call with the same equation, shapes, dtype,
@@ -166,7 +168,7 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
                 return _strided_like_torch(result, equation, operands)
         return result
     if traced_runs_torch(equation, tuple(tuple(shape) for shape in shapes), dtype, device,
-                         tuple(mask), strategy, optimize, budget_value):
+                         tuple(mask), strategy, optimize, budget_value, compiling):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     outputs: list[torch.Tensor] = contract(tensors, equation, strategy, optimize,

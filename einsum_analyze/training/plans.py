@@ -9,6 +9,10 @@ implementations return tensors of exactly those layouts).
 
 Under ``strategy="auto"`` a plan may say that eager calls run torch.einsum itself
 (``runs_torch``, :func:`.choice.choose_dropin`): no plan of ours is predicted to beat it.
+Under ``torch.compile`` (``compiled_runs_torch``), ``auto`` without a budget always
+runs torch.einsum, which the compiler lowers into its own kernels and fuses with their
+backward; the plan's op is opaque to it, and cost 2.5x compiled torch.einsum's time on
+``tn18-b512`` (2-core cpu) where eagerly it takes 0.6x torch.einsum's.
 :func:`cache_info` lists each cached call's choice and its reason, and every miss logs
 it (logger ``einsum_analyze.torch``, level DEBUG).
 
@@ -34,7 +38,7 @@ import torch
 from ..errors import DropinError, DropinValueError, EinsumAnalyzeError
 from ..strategies import StrategyResult
 from .calls import TORCH_EINSUM, same_layout, torch_layout
-from .choice import choose_dropin
+from .choice import NO_BUDGET, choose_dropin
 from .relayout import with_layout_copy, written_in_layout
 
 __all__ = [
@@ -73,7 +77,8 @@ class PlanChoice(NamedTuple):
     """What one cached call runs, and why.
 
     ``runs`` is ``"torch.einsum"`` where eager calls call torch.einsum itself, else the
-    strategy of the plan; ``grad`` the positions of the operands that need gradients.
+    strategy of the plan; ``grad`` the positions of the operands that need gradients;
+    ``compiled`` what a call traced by ``torch.compile`` runs, in the same words.
     """
 
     equation: str
@@ -83,6 +88,7 @@ class PlanChoice(NamedTuple):
     grad: tuple[int, ...]
     runs: str
     reason: str
+    compiled: str = ""
 
 
 class CacheInfo(NamedTuple):
@@ -122,8 +128,11 @@ class DropinPlan:
         equation: The equation as the caller wrote it (a double backward runs
             torch.einsum on it).
         runs_torch: Eager calls run torch.einsum itself (``auto`` found no plan
-            predicted to beat it), through :meth:`call_torch`; traced calls still run
-            this plan.
+            predicted to beat it), through :meth:`call_torch`; so do traced calls.
+        compiled_runs_torch: Calls traced by ``torch.compile`` run torch.einsum (as
+            ``runs_torch``, or ``auto`` without a budget: the compiler's own lowering
+            of torch.einsum is the faster); else they run this plan through the
+            custom op.
         reason: Why this plan, or torch.einsum, runs (one line, with the figures).
         torch_path: The flat path torch.einsum asks opt_einsum for on these shapes
             (``torch.backends.opt_einsum`` as it was when the plan was made); None where
@@ -147,6 +156,7 @@ class DropinPlan:
     relayout: Layout | None = None
     equation: str = ""
     runs_torch: bool = False
+    compiled_runs_torch: bool = False
     reason: str = ""
     torch_path: tuple[int, ...] | None = None
 
@@ -258,6 +268,7 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
         raise AssertionError("one requires-grad flag per operand")
     grad = tuple(k for k, wanted in enumerate(mask) if wanted)
     choice = choose_dropin(equation, shapes, dtype, grad, strategy, optimize, budget)
+    compiled_torch = choice.runs_torch or (strategy == "auto" and budget == NO_BUDGET)
     result = choice.result
     from ..model.equation import parse_equation
 
@@ -308,9 +319,16 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                                         and _reaches_an_operand(result.events, compiled.output)),
                       operand_names=tuple(f"in{k}" for k in range(len(shapes))),
                       relayout=relayout, equation=equation,
-                      runs_torch=choice.runs_torch, reason=choice.reason,
+                      runs_torch=choice.runs_torch,
+                      compiled_runs_torch=compiled_torch,
+                      reason=choice.reason + (_COMPILED_REASON if compiled_torch
+                                              and not choice.runs_torch else ""),
                       torch_path=_torch_path(equation, shapes) if choice.runs_torch
                       else None)
+
+
+_COMPILED_REASON = ("; under torch.compile: torch.einsum, which the compiler lowers and "
+                    "fuses (the plan's op is opaque to it)")
 
 
 def _reaches_an_operand(events: Sequence[Any], name: str) -> bool:
@@ -456,20 +474,23 @@ def plan_eager_call(fast: tuple[Any, ...], operands: Sequence[torch.Tensor], equ
 @torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
 def traced_runs_torch(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: torch.dtype,
                       device: torch.device, mask: tuple[bool, ...], strategy: str,
-                      optimize: str, budget: int) -> bool:
-    """Whether a traced call runs torch.einsum itself (its plan's ``runs_torch``).
+                      optimize: str, budget: int, compiling: bool) -> bool:
+    """Whether a traced call runs torch.einsum itself.
 
-    A compiler calls this once while it traces, with the call's static sizes, and keeps
-    the answer as a constant: the graph then holds torch.einsum, which the compiler
-    lowers as it lowers any torch.einsum, or else the custom op of the plan. The
-    arguments are the call's own values, converted here, outside the trace.
+    Under ``torch.compile`` (``compiling``) its plan's ``compiled_runs_torch``, under
+    another tracer its ``runs_torch``. A compiler calls this once while it traces, with
+    the call's static sizes, and keeps the answer as a constant: the graph then holds
+    torch.einsum, which the compiler lowers as it lowers any torch.einsum, or else the
+    custom op of the plan. The arguments are the call's own values, converted here,
+    outside the trace.
     """
     name = DTYPE_NAMES.get(dtype)
     if name is None:
         return False  # the custom op raises torch's error
     sizes = tuple(tuple(int(size) for size in shape) for shape in shapes)
-    return get_plan(equation, sizes, name, str(device), tuple(mask), strategy, optimize,
-                    budget).runs_torch
+    plan = get_plan(equation, sizes, name, str(device), tuple(mask), strategy, optimize,
+                    budget)
+    return plan.compiled_runs_torch if compiling else plan.runs_torch
 
 
 def cache_info() -> CacheInfo:
@@ -484,7 +505,9 @@ def cache_info() -> CacheInfo:
         choices = tuple(
             PlanChoice(equation=key[0], shapes=key[1], dtype=key[2], device=key[3],
                        grad=plan.grad, runs="torch.einsum" if plan.runs_torch
-                       else plan.strategy, reason=plan.reason)
+                       else plan.strategy, reason=plan.reason,
+                       compiled="torch.einsum" if plan.compiled_runs_torch
+                       else plan.strategy)
             for key, plan in _CACHE.plans.items()
         )
         return CacheInfo(_CACHE.hits, _CACHE.misses, len(_CACHE.plans), _CACHE.maxsize,

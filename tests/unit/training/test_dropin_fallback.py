@@ -164,12 +164,16 @@ def test_the_fallback_runs_torch_einsums_own_path_bit_for_bit() -> None:
         assert torch.equal(g, w)
 
 
-@pytest.mark.parametrize(("equation", "shapes", "runs_torch"), [
-    ("ibnd,jbnd->bnij", ((16, 2, 4, 16), (32, 2, 4, 16)), True),
-    (TN[0], TN[1], False),
+@pytest.mark.parametrize(("equation", "shapes", "strategy", "runs_torch"), [
+    ("ibnd,jbnd->bnij", ((16, 2, 4, 16), (32, 2, 4, 16)), "auto", True),
+    # eagerly a plan of ours runs here; compiled, auto holds torch.einsum, which the
+    # compiler lowers and fuses (the plan's op is opaque to it)
+    (TN[0], TN[1], "auto", True),
+    (TN[0], TN[1], "reverse", False),  # a strategy asked for is kept, compiled too
 ])
-def test_a_traced_call_holds_torch_einsum_where_eager_calls_run_it(
-        equation: str, shapes: tuple[tuple[int, ...], ...], runs_torch: bool) -> None:
+def test_a_compiled_call_holds_torch_einsum_under_auto(
+        equation: str, shapes: tuple[tuple[int, ...], ...], strategy: str,
+        runs_torch: bool) -> None:
     graphs: list[str] = []
 
     def recording(gm: torch.fx.GraphModule, example: object) -> object:
@@ -177,9 +181,10 @@ def test_a_traced_call_holds_torch_einsum_where_eager_calls_run_it(
         return gm.forward
 
     torch._dynamo.reset()
+    dropin.clear_cache()
     leaves = _leaves(shapes)
-    compiled = torch.compile(dropin.Einsum(equation), fullgraph=True, dynamic=False,
-                             backend=recording)
+    compiled = torch.compile(dropin.Einsum(equation, strategy=strategy), fullgraph=True,
+                             dynamic=False, backend=recording)
     y = compiled(*leaves)
     grads = torch.autograd.grad(y, leaves, torch.ones_like(y))
     exact = [t.detach().requires_grad_() for t in leaves]
@@ -191,6 +196,17 @@ def test_a_traced_call_holds_torch_einsum_where_eager_calls_run_it(
     (graph,) = graphs
     assert ("einsum_analyze" not in graph) == runs_torch
     assert ("torch.functional.einsum" in graph or "torch.einsum" in graph) == runs_torch
+    choice = _last_choice()
+    assert choice.compiled == ("torch.einsum" if runs_torch else strategy)
+    if strategy == "auto" and choice.runs != "torch.einsum":
+        assert "under torch.compile: torch.einsum" in choice.reason
+
+
+def test_eager_calls_of_the_network_run_a_plan_of_ours() -> None:
+    # the second case above: what eager calls run there, so that compiling changes it
+    dropin.clear_cache()
+    einsum(TN[0], *_leaves(TN[1]))
+    assert _last_choice().runs != "torch.einsum"
 
 
 @pytest.mark.parametrize("value", [0, -1, float("nan"), "1s", True])
