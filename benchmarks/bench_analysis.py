@@ -57,6 +57,7 @@ import json
 import math
 import os
 import platform
+import resource
 import shlex
 import shutil
 import statistics
@@ -319,7 +320,9 @@ def run_cold(cases: dict[str, Any], repeats: int) -> dict[str, Any]:
         )
         problems: list[str] = []
 
-        def once(argv: list[str], env_override: dict[str, str] | None) -> float:
+        def once(argv: list[str], env_override: dict[str, str] | None) -> tuple[float, float]:
+            """Wall seconds of one process, and its user + system CPU seconds."""
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             done = subprocess.run(
                 argv,
@@ -330,12 +333,14 @@ def run_cold(cases: dict[str, Any], repeats: int) -> dict[str, Any]:
                 check=False,
             )
             elapsed = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
             if done.returncode != 0:
                 raise RuntimeError(
                     f"{' '.join(argv[:3])} exited {done.returncode}: "
                     f"{done.stderr.decode(errors='replace').strip()[-800:]}"
                 )
-            return elapsed
+            return elapsed, cpu
 
         # Warm-up (page cache, bytecode cache), then check each CLI's report.
         for label, argv, _, env_override in commands:
@@ -350,9 +355,12 @@ def run_cold(cases: dict[str, Any], repeats: int) -> dict[str, Any]:
                 if flops != expected_flops:
                     problems.append(f"{label}: FLOPs {flops} != opt_einsum's {expected_flops}")
         samples: dict[str, list[float]] = {label: [] for label, *_ in commands}
+        cpu: dict[str, list[float]] = {label: [] for label, *_ in commands}
         for round_ in range(repeats):
             for label, argv, _, env_override in commands if round_ % 2 == 0 else commands[::-1]:
-                samples[label].append(once(argv, env_override))
+                waited, spent = once(argv, env_override)
+                samples[label].append(waited)
+                cpu[label].append(spent)
     rows = []
     for label, argv, is_target, _ in commands:
         stats = summarize(samples[label])
@@ -361,6 +369,7 @@ def run_cold(cases: dict[str, Any], repeats: int) -> dict[str, Any]:
                 "label": label,
                 "argv0": argv[0],
                 "target_row": is_target,
+                "cpu_median": statistics.median(cpu[label]),
                 **stats,
                 "met": (stats["median"] <= COLD_TARGET_S) if is_target else None,
             }
@@ -391,11 +400,16 @@ def print_cold(result: dict[str, Any]) -> None:
                 fmt_s(row["median"]),
                 fmt_s(row["iqr"]),
                 f"{fmt_s(row['min'])} / {fmt_s(row['max'])}",
+                fmt_s(row["cpu_median"]),
                 met,
             ]
         )
     print(f"CLI run: {result['cli_line']}\n")
-    print(markdown_table(["command", "median", "IQR", "min / max", "target met"], rows))
+    print(markdown_table(["command", "median", "IQR", "min / max", "CPU median", "target met"],
+                         rows))
+    print("\nmedian, IQR, min / max: wall seconds from process start to exit (the JSON is "
+          "written last); CPU median: the process's user + system seconds (getrusage), which "
+          "other jobs on the machine inflate less than wall seconds.")
     print(
         f"\nEvery CLI run's JSON report has forward FLOPs "
         f"{'equal to' if not result['problems'] else 'DIFFERENT from'} opt_einsum's "

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..model.lowering import lower_events
-from ..model.schedule import Event
+from ..model.schedule import Event, Operation
 from ..roofline.host import HostCosts
 from ..roofline.profiles import DeviceProfile
 from ..roofline.steps import step_costs
@@ -50,12 +50,12 @@ TORCH_CHAINS = (2, 3, 4, 6, 9, 17)
 """Chain lengths torch.einsum is timed at (opt_einsum's ``auto`` changes its path search
 at 5, 7, 9 and 15 operands; on the 2-core cpu a call of 6 took twice one of 9)."""
 
-HOST_ROUNDS = 3
+HOST_ROUNDS = 5
 """Rounds of :func:`.timing.measure_interleaved` over every chain's timers (the median
 of each timer's blocks counts)."""
 
-BLOCK_S = 5e-3
-"""A forward timer's block (a quarter of the runs'): a backward call after it is cold."""
+BLOCK_S = 1e-2
+"""A forward timer's block (half the runs'): a backward call after it is cold."""
 
 _SIDE = 2
 
@@ -87,6 +87,36 @@ def chain(n: int) -> tuple[str, list[str], tuple[Event, ...], dict[str, int]]:
     return f"{','.join(terms)}->{labels[0]}{labels[n]}", terms, tuple(events), sizes
 
 
+MIXED_KINDS = 5
+"""Steps of :func:`mixed`, each of its own kind."""
+
+
+def mixed() -> tuple[list[str], tuple[Event, ...], dict[str, int]]:
+    """Five steps of five kinds on 2 x 2 matrices: terms, steps, sizes.
+
+    A product, a broadcast product, a sum, an unreduce and a transposing copy.
+
+    Example:
+        >>> [e.equation for e in mixed()[1] if e.kind == "alloc"]
+        ['ab,bc->ac', 'ac,ab->acb', 'acb->a', 'a->ab', 'ab->ba']
+    """
+    sizes = dict.fromkeys("abc", _SIDE)
+    steps: tuple[tuple[str, tuple[str, ...], str, Operation], ...] = (
+             ("x2", ("in0", "in1"), "ab,bc->ac", "contract"),
+             ("x3", ("x2", "in0"), "ac,ab->acb", "contract"),
+             ("x4", ("x3",), "acb->a", "contract"),
+             ("x5", ("x4",), "a->ab", "unreduce"),
+             ("x6", ("x5",), "ab->ba", "contract"))
+    events: list[Event] = []
+    elements: dict[str, int] = {}
+    for name, inputs, equation, op in steps:
+        elements[name] = _SIDE ** len(equation.partition("->")[2])
+        events.append(Event("alloc", name, elements[name], "forward", op=op, inputs=inputs,
+                            equation=equation))
+        events += [Event("free", x, elements[x], "forward") for x in inputs if x in elements]
+    return ["ab", "bc"], tuple(events), sizes
+
+
 def _kernels_s(events: Sequence[Event], sizes: dict[str, int], itemsize: int,
                profile: DeviceProfile, dtype: str) -> float:
     """The time model's seconds of the events' kernels alone."""
@@ -94,19 +124,20 @@ def _kernels_s(events: Sequence[Event], sizes: dict[str, int], itemsize: int,
                for step in step_costs(events, sizes, itemsize))
 
 
-def _executor_run(device: str, torch_dtype: Any,
-                  n: int) -> tuple[Callable[[], Any], tuple[Event, ...], dict[str, int]]:
-    """The chain's forward run by our executor, its lowered events and sizes."""
+def _executor_run(device: str, torch_dtype: Any, terms: Sequence[str],
+                  events: Sequence[Event], sizes: dict[str, int],
+                  ) -> tuple[Callable[[], Any], tuple[Event, ...], dict[str, int]]:
+    """A schedule's run by our executor, its lowered events and sizes."""
     import torch
 
     from .torch_backend import run_compiled
     from .torch_kernels import compile_schedule
 
-    _, terms, events, sizes = chain(n)
     lowered = lower_events(events, terms, sizes, cache={})
     compiled = compile_schedule(lowered, sizes)
 
-    operands = [torch.ones(_SIDE, _SIDE, dtype=torch_dtype, device=device) for _ in terms]
+    operands = [torch.ones([sizes[c] for c in term], dtype=torch_dtype, device=device)
+                for term in terms]
 
     def run() -> Any:
         return run_compiled(compiled.forward, {f"in{k}": t for k, t in enumerate(operands)})
@@ -187,45 +218,54 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
             made.calls_per_block = max(1, math.ceil(BLOCK_S * 3 / max(clock() - start, 1e-9)))
         return made
 
-    executor = {n: _executor_run(device, torch_dtype, n) for n in (2, EXECUTOR_CHAIN)}
-    executor_kernels = {n: _kernels_s(events, sizes, itemsize, profile, dtype)
-                        for n, (_, events, sizes) in executor.items()}
+    schedules = {"short": chain(2)[1:], "long": chain(EXECUTOR_CHAIN)[1:], "mixed": mixed()}
+    executor = {key: _executor_run(device, torch_dtype, *given)
+                for key, given in schedules.items()}
+    executor_kernels = {key: _kernels_s(events, sizes, itemsize, profile, dtype)
+                        for key, (_, events, sizes) in executor.items()}
+    order = ("short", "long", "mixed")
     # Each timer follows the one before it in every round, so a backward call (one a
     # block) follows another code's forward block, as a run's backward follows its
     # forward's: our executor's after torch.einsum's, torch's after our executor's.
     timers: list[Timer] = []
-    roles: list[tuple[str, int, float]] = []  # what each timer times, its kernels' seconds
+    roles: list[tuple[str, str, float]] = []  # what each timer times, its kernels' seconds
     for k, n in enumerate(TORCH_CHAINS):
         _, _, events, sizes = chain(n)
         # The chain's steps, not lowered: the time model prices them as torch.einsum's.
         step_kernel = _kernels_s(events, sizes, itemsize, profile, dtype) / (n - 1)
         forward, setup, backward = _torch_calls(device, torch_dtype, n)
-        cold, warm = (2, EXECUTOR_CHAIN) if k % 2 == 0 else (EXECUTOR_CHAIN, 2)
+        cold, warm = order[k % 3], order[(k + 1) % 3]
         timers += [timer(forward), timer(executor[cold][0], setup=lambda: None),
                    timer(executor[warm][0]), timer(forward, setup=setup, then=backward)]
         # Every matrix's gradient: two gradient contractions per pairwise step.
-        roles += [("torch forward", n, (n - 1) * step_kernel),
+        roles += [("torch forward", str(n), (n - 1) * step_kernel),
                   ("executor backward", cold, executor_kernels[cold]),
                   ("executor forward", warm, executor_kernels[warm]),
-                  ("torch backward", n, 2 * (n - 1) * step_kernel)]
+                  ("torch backward", str(n), 2 * (n - 1) * step_kernel)]
     measured = measure_interleaved(timers, repeats=HOST_ROUNDS)
-    pooled: dict[tuple[str, int], list[float]] = {}
-    for m, (role, n, kernel_s) in zip(measured, roles, strict=True):
-        pooled.setdefault((role, n), []).extend(t - kernel_s for t in m.per_call_s)
+    pooled: dict[tuple[str, str], list[float]] = {}
+    for m, (role, key, kernel_s) in zip(measured, roles, strict=True):
+        pooled.setdefault((role, key), []).extend(t - kernel_s for t in m.per_call_s)
     left = {key: statistics.median(values) for key, values in pooled.items()}
-    steps = EXECUTOR_CHAIN - 1
 
-    def executor_costs(phase: str) -> tuple[float, float]:
-        short, long = left[(f"executor {phase}", 2)], left[(f"executor {phase}", EXECUTOR_CHAIN)]
-        step = max(0.0, (long - short) / (steps - 1))
-        return step, max(0.0, short - step)
+    def executor_costs(phase: str) -> tuple[float, float, float]:
+        """Per step, per run and per kind of step beyond the first, in ``phase``."""
+        short, long = left[(f"executor {phase}", "short")], left[(f"executor {phase}", "long")]
+        step = max(0.0, (long - short) / (EXECUTOR_CHAIN - 2))
+        run = max(0.0, short - step)
+        # The mixed schedule: MIXED_KINDS steps, each of its own kind.
+        kind = (left[(f"executor {phase}", "mixed")] - run - MIXED_KINDS * step) \
+            / (MIXED_KINDS - 1)
+        return step, run, max(0.0, kind)
 
-    forward_step_s, forward_run_s = executor_costs("forward")
-    backward_step_s, backward_run_s = executor_costs("backward")
-    forward_points = [(float(n), max(1e-9, left[("torch forward", n)])) for n in TORCH_CHAINS]
-    backward_call_s, node_s = _line([(2.0 * (n - 1), left[("torch backward", n)])
+    forward_step_s, forward_run_s, forward_kind_s = executor_costs("forward")
+    backward_step_s, backward_run_s, backward_kind_s = executor_costs("backward")
+    forward_points = [(float(n), max(1e-9, left[("torch forward", str(n))]))
+                      for n in TORCH_CHAINS]
+    backward_call_s, node_s = _line([(2.0 * (n - 1), left[("torch backward", str(n))])
                                      for n in TORCH_CHAINS])
     return HostCosts(forward_step_s=forward_step_s, backward_step_s=backward_step_s,
                      forward_run_s=forward_run_s, backward_run_s=backward_run_s,
+                     forward_kind_s=forward_kind_s, backward_kind_s=backward_kind_s,
                      torch_forward=tuple(forward_points), torch_node_s=node_s,
                      torch_backward_s=backward_call_s)

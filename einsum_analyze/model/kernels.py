@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from operator import itemgetter
+from itertools import compress, filterfalse, repeat
+from operator import itemgetter, ne
 from typing import NamedTuple
 
 from .schedule import InputPrep, Kernel
@@ -96,6 +97,21 @@ def _elements(labels: Sequence[str], sizes: Mapping[str, int]) -> int:
     return math.prod(map(sizes.__getitem__, labels))
 
 
+# Label filters run as ``filter`` over a set's ``__contains__`` rather than as
+# comprehensions: the intermediates of a large network hold hundreds of labels, and
+# these loops run in C.
+
+
+def _above_one(labels: str, sizes: Mapping[str, int]) -> set[str]:
+    """The labels whose size is not 1."""
+    return set(compress(labels, map(ne, map(sizes.__getitem__, labels), repeat(1))))
+
+
+def _within(order: Sequence[str], labels: Collection[str]) -> tuple[str, ...]:
+    """The labels of ``order`` that are in ``labels`` (a set), in order."""
+    return tuple(filter(labels.__contains__, order))
+
+
 def _prepare(
     layout: Layout, private: Collection[str], sizes: Mapping[str, int]
 ) -> tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...], int]:
@@ -103,10 +119,10 @@ def _prepare(
     order, dense = layout.memory, layout.dense
     if not private:  # the usual case: nothing to sum
         return order, dense, (), (), 0
-    reduce = tuple([char for char in order if char in private])
+    reduce = _within(order, private)
     if not reduce:
         return order, dense, (), (), 0
-    keep = tuple([char for char in order if char not in private])
+    keep = tuple(filterfalse(private.__contains__, order))
     return keep, True, reduce, keep, _elements(keep, sizes)
 
 
@@ -122,8 +138,8 @@ def _prepare_pair(
     workspace of the sums.
     """
     a_layout, b_layout = layouts
-    a_labels = {c for c in a_layout.dims if sizes[c] != 1}
-    b_labels = {c for c in b_layout.dims if sizes[c] != 1}
+    a_labels = _above_one(a_layout.dims, sizes)
+    b_labels = _above_one(b_layout.dims, sizes)
     a_prep = _prepare(a_layout, a_labels - b_labels - big, sizes)
     b_prep = _prepare(b_layout, b_labels - a_labels - big, sizes)
     return a_labels, b_labels, a_prep, b_prep, [w for w in (a_prep[4], b_prep[4]) if w]
@@ -158,13 +174,13 @@ def _lower_contraction(
     if len(layouts) > 2:
         # torch.einsum's result, copied contiguous: its labels in the output's order.
         return Kernel(kind="einsum", inputs=(), out_order=_memory_labels(output, sizes)[0])
-    big = {char for char in output if sizes[char] != 1}
+    big = _above_one(output, sizes)
     if len(layouts) == 1:
         (layout,) = layouts
-        private = [char for char in layout.dims if char not in big]
+        private = set(layout.dims) - big
         order, dense, reduce, keep, work = _prepare(layout, private, sizes)
         prep = InputPrep(reduce=reduce, keep=keep, copy=(), order=order)
-        kept = tuple([char for char in order if char in big])
+        kept = _within(order, big)
         if reduce:
             # The sum writes the output directly, in the kept labels' memory order.
             return Kernel(kind="reduce", inputs=(prep,), out_order=kept)
@@ -173,13 +189,12 @@ def _lower_contraction(
     a_labels, b_labels, a_prep, b_prep, workspace = _prepare_pair(layouts, big, sizes)
     a_order, a_dense, a_reduce, a_keep, _ = a_prep
     b_order, b_dense, b_reduce, b_keep, _ = b_prep
-    shared = [c for c in a_order if c in b_labels]
-    contracted_set = {c for c in shared if c not in big}
-    left = tuple([c for c in a_order if c in big and c not in b_labels])
-    right = tuple([c for c in b_order if c in big and c not in a_labels])
+    contracted_set = set(a_order) & b_labels - big
+    left = _within(a_order, big - b_labels)
+    right = _within(b_order, big - a_labels)
 
     if not contracted_set:
-        batch = tuple([c for c in a_order if c in b_labels])
+        batch = _within(a_order, b_labels)
         out_order = batch + left + right
         return Kernel(
             kind="mul",
@@ -201,8 +216,8 @@ def _lower_contraction(
     batch_set = big & a_labels & b_labels
     orders: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
     for reference in ((a_order, b_order) if a_size >= b_size else (b_order, a_order)):
-        batch = tuple([c for c in reference if c in batch_set])
-        contracted = tuple([c for c in reference if c in contracted_set])
+        batch = _within(reference, batch_set)
+        contracted = _within(reference, contracted_set)
         if (batch, contracted) in orders:
             break  # the same orders again: the first choice stands
         orders.add((batch, contracted))
@@ -282,11 +297,11 @@ def _lower_to_layouts(
     layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
     targets: Sequence[Sequence[str]],
 ) -> list[Kernel | None]:
-    big = {char for char in output if sizes[char] != 1}
+    big = _above_one(output, sizes)
     a_labels, b_labels, a_prep, b_prep, workspace = _prepare_pair(layouts, big, sizes)
     a_order, a_dense, a_reduce, a_keep, _ = a_prep
     b_order, b_dense, b_reduce, b_keep, _ = b_prep
-    contracted_set = {c for c in a_order if c in b_labels and c not in big}
+    contracted_set = set(a_order) & b_labels - big
     batch_set = big & a_labels & b_labels
     left_set = big & a_labels - b_labels
     right_set = big & b_labels - a_labels
@@ -302,9 +317,9 @@ def _lower_to_layouts(
                     InputPrep(reduce=a_reduce, keep=a_keep, copy=(), order=a_order),
                     InputPrep(reduce=b_reduce, keep=b_keep, copy=(), order=b_order),
                 ),
-                batch=tuple([c for c in a_order if c in b_labels]),
-                left=tuple([c for c in a_order if c in left_set]),
-                right=tuple([c for c in b_order if c in right_set]),
+                batch=_within(a_order, b_labels),
+                left=_within(a_order, left_set),
+                right=_within(b_order, right_set),
                 out_order=target,
                 workspace=tuple(workspace),
             ))
@@ -335,7 +350,7 @@ def _bmm_to(
         return None
     choices: list[tuple[int, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = []
     for reference in (a_order, b_order):
-        contracted = tuple([c for c in reference if c in contracted_set])
+        contracted = _within(reference, contracted_set)
         if choices and contracted == choices[0][1]:
             break  # the same order again: the first choice stands
         a_copy: tuple[str, ...] = ()
@@ -426,7 +441,7 @@ def copied_elements(kernel: Kernel, sizes: Mapping[str, int]) -> int:
         return copied
     larger = max((prep.order for prep in kernel.inputs), key=lambda o: _elements(o, sizes))
     inside = set(larger)
-    if tuple([c for c in kernel.out_order if c in inside]) != tuple(larger):
+    if _within(kernel.out_order, inside) != tuple(larger):
         copied += _elements(kernel.out_order, sizes)
     return copied
 

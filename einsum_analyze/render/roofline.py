@@ -50,8 +50,8 @@ def _roofline_table(report: Report) -> Table | None:
         # A profile file's name is the user's text, not markup ("[/x]" would raise).
         title=f"Roofline ({escape(profile_line(roofline.profile, roofline.dtype))})",
         caption="bound: sum over the steps of max(FLOPs / rate, bytes / bandwidth); "
-        "predicted: the bound, the copies at the bandwidth and the profile's cost per "
-        "kernel; "
+        "predicted: the time model's (each step's kernels, its copies and launches, and "
+        "the host's costs around them); "
         "FLOPs: what the lowered kernels do, then opt_einsum's convention; moved: inputs "
         "read once and outputs written once; copies: extra bytes of layout copies, not in "
         "the bound",

@@ -7,7 +7,8 @@ Python that costs the same at any size, and on a small step it is most of the ti
   function (its views, the ``out=`` buffer, the free that follows) costs
   ``forward_step_s`` or ``backward_step_s``, and each phase's run of the compiled list
   (``run_compiled``: ``no_grad``, the live tensors' dictionary) ``forward_run_s`` or
-  ``backward_run_s``;
+  ``backward_run_s``, and each kind of step beyond the first (``forward_kind_s``,
+  ``backward_kind_s``: its code's first run in the call);
 - torch.einsum under autograd (the ``torch-autograd`` model): the forward call (the
   leaves, the equation's parsing, opt_einsum's path search on three operands or more,
   every pairwise step's permutes, reshapes and autograd nodes) costs
@@ -46,6 +47,10 @@ class HostCosts:
         backward_step_s: Our executor, each backward step beyond its kernels.
         forward_run_s: Our executor, the forward's run of its steps.
         backward_run_s: Our executor, the backward's run of its steps.
+        forward_kind_s: Our executor, each kind of forward step beyond the first (a
+            product, a broadcast product, a sum, ...: code run for the first time in
+            the call).
+        backward_kind_s: The same in backward, where a call starts cold.
         torch_forward: torch.einsum's forward call under autograd beyond its kernels:
             ascending ``(operands, seconds)`` points (empty: none).
         torch_node_s: torch autograd, each gradient contraction beyond its kernel.
@@ -56,6 +61,8 @@ class HostCosts:
     backward_step_s: float = 0.0
     forward_run_s: float = 0.0
     backward_run_s: float = 0.0
+    forward_kind_s: float = 0.0
+    backward_kind_s: float = 0.0
     torch_forward: tuple[tuple[float, float], ...] = ()
     torch_node_s: float = 0.0
     torch_backward_s: float = 0.0
@@ -67,6 +74,8 @@ class HostCosts:
             "backward_step_s": self.backward_step_s,
             "forward_run_s": self.forward_run_s,
             "backward_run_s": self.backward_run_s,
+            "forward_kind_s": self.forward_kind_s,
+            "backward_kind_s": self.backward_kind_s,
             "torch_forward": [list(point) for point in self.torch_forward],
             "torch_node_s": self.torch_node_s,
             "torch_backward_s": self.torch_backward_s,
@@ -74,7 +83,7 @@ class HostCosts:
 
 
 _SECONDS = ("forward_step_s", "backward_step_s", "forward_run_s", "backward_run_s",
-            "torch_node_s", "torch_backward_s")
+            "forward_kind_s", "backward_kind_s", "torch_node_s", "torch_backward_s")
 
 
 def _seconds(value: Any, what: str, origin: str) -> float:
@@ -124,9 +133,10 @@ def host_from_dict(data: Any, origin: str) -> HostCosts:
 
 
 CPU_HOST = HostCosts(
-    forward_step_s=2e-6, backward_step_s=2e-5, forward_run_s=2e-6, backward_run_s=2e-5,
-    torch_forward=((2, 1.5e-5), (3, 9e-5), (5, 5e-4), (9, 5e-4), (17, 8e-4)),
-    torch_node_s=3e-5, torch_backward_s=5e-5)
+    forward_step_s=1e-6, backward_step_s=4e-6, forward_run_s=2e-6, backward_run_s=4e-5,
+    forward_kind_s=1.5e-6, backward_kind_s=2e-5,
+    torch_forward=((2, 1.4e-5), (3, 1e-4), (4, 2e-4), (6, 1e-3), (9, 5e-4), (17, 9e-4)),
+    torch_node_s=3.5e-5, torch_backward_s=1.5e-4)
 """Nominal host costs: one core of a server cpu running torch 2.13 from Python (rounded
 from calibrations of the project's 2-core machine, docs/method.md); an order of
 magnitude, as the nominal rates are."""

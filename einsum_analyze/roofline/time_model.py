@@ -15,10 +15,11 @@ proportional beyond the largest):
 - each layout copy of an input: the copy class at its bytes; each other kernel of the
   step (an input's private sum): the profile's ``launch_s``;
 - the host's Python around the kernels (:mod:`.host`, the profile's ``host``): our
-  executor's cost per step and per run of each phase; for the ``torch-autograd`` model
-  (its steps' ``runner`` is ``"torch"``), torch.einsum's forward call at its number of
-  operands, ``torch_node_s`` per gradient contraction and ``torch_backward_s`` per
-  backward call. A phase's cost is given to its first step.
+  executor's cost per step, per run of each phase and per kind of step in it; for the
+  ``torch-autograd`` model (its steps' ``runner`` is ``"torch"``), torch.einsum's
+  forward call at its number of operands, ``torch_node_s`` per gradient contraction
+  and ``torch_backward_s`` per backward call. A phase's cost is given to its first
+  step.
 
 Without ``kernel_times`` (the nominal profiles, ``--device none``, or a profile file), a
 step takes its roofline bound, ``max(flops / rate, bytes / bandwidth)``, plus its layout
@@ -158,7 +159,8 @@ def step_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
 def phase_seconds(steps: Sequence[StepCost], profile: DeviceProfile, phase: str) -> float:
     """The host's seconds for running ``phase``'s steps once, beyond every step's own.
 
-    Our executor's run of a phase (``forward_run_s``, ``backward_run_s``); torch.einsum's
+    Our executor's run of a phase (``forward_run_s``, ``backward_run_s``) and each kind
+    of step in it beyond the first (``forward_kind_s``, ``backward_kind_s``); torch.einsum's
     forward call (its figure at the call's operands) or autograd's backward call
     (``torch_backward_s``). Zero for a phase with no step.
     """
@@ -167,7 +169,10 @@ def phase_seconds(steps: Sequence[StepCost], profile: DeviceProfile, phase: str)
         return 0.0
     host = profile.host
     if first.runner != "torch":
-        return host.backward_run_s if phase == "backward" else host.forward_run_s
+        kinds = len({step.kernel for step in steps if step.phase == phase}) - 1
+        if phase == "backward":
+            return host.backward_run_s + kinds * host.backward_kind_s
+        return host.forward_run_s + kinds * host.forward_kind_s
     if phase == "backward":
         return host.torch_backward_s
     if not host.torch_forward:

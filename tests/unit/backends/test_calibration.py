@@ -63,7 +63,8 @@ def test_cpu_calibration_measures_the_hosts_costs_and_keeps_them_in_the_profile(
     found = calibrate("cpu", "float32")
     host = found.host
     seconds = (host.forward_step_s, host.backward_step_s, host.forward_run_s,
-               host.backward_run_s, host.torch_node_s, host.torch_backward_s)
+               host.backward_run_s, host.forward_kind_s, host.backward_kind_s,
+               host.torch_node_s, host.torch_backward_s)
     # Each is at least 0 and below 10 ms on any host (tiny matrices, a few calls).
     assert all(0 <= s < 1e-2 for s in seconds), host
     assert [n for n, _ in host.torch_forward] == [float(n) for n in TORCH_CHAINS]
@@ -87,3 +88,13 @@ def test_the_host_chains_are_the_equations_torch_einsum_runs():
     # Each step's result is freed by the step after it, as a schedule frees it.
     assert [e.tensor for e in events if e.kind == "free"] == [s.tensor for s in steps[:-1]]
     assert set(sizes.values()) == {2}
+
+
+def test_the_mixed_schedule_has_one_step_of_each_kind_as_lowered():
+    from einsum_analyze.backends.host_calibration import MIXED_KINDS, mixed
+    from einsum_analyze.model.lowering import lower_events
+    from einsum_analyze.roofline import step_costs
+
+    terms, events, sizes = mixed()
+    steps = step_costs(lower_events(events, terms, sizes, cache={}), sizes, 4)
+    assert len(steps) == MIXED_KINDS == len({step.kernel for step in steps})

@@ -24,7 +24,8 @@ from einsum_analyze.roofline import (
 FREE = profile_from_dict({"name": "free", "bandwidth_bytes_per_s": 1e30,
                           "flops_per_s": 1e30}, "free")
 HOST = HostCosts(forward_step_s=1e-6, backward_step_s=3e-6, forward_run_s=2e-6,
-                 backward_run_s=5e-6, torch_forward=((2, 1e-5), (4, 1e-4), (8, 4e-4)),
+                 backward_run_s=5e-6, forward_kind_s=4e-7, backward_kind_s=9e-6,
+                 torch_forward=((2, 1e-5), (4, 1e-4), (8, 4e-4)),
                  torch_node_s=2e-5, torch_backward_s=7e-5)
 HOSTED = replace(FREE, host=HOST)
 
@@ -45,6 +46,18 @@ def test_our_executor_pays_per_step_and_per_run_of_each_phase():
     assert {c.runner for c in steps} == {"executor"}
     assert t.forward_s == pytest.approx(2e-6 + 1 * 1e-6, rel=1e-9)
     assert t.backward_s == pytest.approx(5e-6 + 2 * 3e-6, rel=1e-9)
+
+
+def test_each_kind_of_step_beyond_the_first_costs_its_phase_once():
+    # ijj,k->ik in reverse mode: one forward step (a broadcast product); backward has
+    # products and an unreduce: one kind beyond the first.
+    t, steps = _predicted("ijj,k->ik", [(4, 4, 4), (4,)], "reverse")
+    forward = [c for c in steps if c.phase == "forward"]
+    backward = [c for c in steps if c.phase == "backward"]
+    kinds = {c.kernel for c in backward}
+    assert len(kinds) == 2 and "unreduce" in kinds
+    assert t.forward_s == pytest.approx(2e-6 + len(forward) * 1e-6, rel=1e-9)
+    assert t.backward_s == pytest.approx(5e-6 + len(backward) * 3e-6 + 9e-6, rel=1e-9)
 
 
 def test_torch_einsum_pays_its_call_at_its_operands_and_autograd_per_node():
@@ -85,13 +98,17 @@ def test_the_phase_costs_go_to_each_phases_first_step():
 
 
 @pytest.mark.parametrize("field", ["forward_step_s", "backward_step_s", "forward_run_s",
-                                   "backward_run_s", "torch_node_s", "torch_backward_s"])
+                                   "backward_run_s", "forward_kind_s", "backward_kind_s",
+                                   "torch_node_s", "torch_backward_s"])
 def test_more_host_cost_predicts_more_for_its_runner_and_the_same_for_the_other(field):
     dearer = replace(HOSTED, host=replace(HOST, **{field: getattr(HOST, field) * 10}))
     pays = "torch-autograd" if field.startswith("torch") else "reverse"
+    # ijj,k,kl->il: a product and a broadcast product in forward, several kinds in
+    # backward, so every term counts.
+    case = ("ijj,k,kl->il", [(4, 4, 4), (4,), (4, 4)])
     for strategy in ("reverse", "torch-autograd"):
-        cheap, _ = _predicted("ab,bc,cd->ad", [(4, 4)] * 3, strategy)
-        dear, _ = _predicted("ab,bc,cd->ad", [(4, 4)] * 3, strategy, dearer)
+        cheap, _ = _predicted(*case, strategy)
+        dear, _ = _predicted(*case, strategy, dearer)
         if strategy == pays:
             assert dear.total_s > cheap.total_s
         else:
