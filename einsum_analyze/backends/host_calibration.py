@@ -50,12 +50,12 @@ TORCH_CHAINS = (2, 3, 4, 6, 9, 17)
 """Chain lengths torch.einsum is timed at (opt_einsum's ``auto`` changes its path search
 at 5, 7, 9 and 15 operands; on the 2-core cpu a call of 6 took twice one of 9)."""
 
-HOST_ROUNDS = 3
+HOST_ROUNDS = 5
 """Rounds of :func:`.timing.measure_interleaved` over every chain's timers (the median
 of each timer's blocks counts)."""
 
-BLOCK_S = 5e-3
-"""A forward timer's block (a quarter of the runs'): a backward call after it is cold."""
+BLOCK_S = 1e-2
+"""A forward timer's block (half the runs'): a backward call after it is cold."""
 
 _SIDE = 2
 
