@@ -7,6 +7,8 @@ diagonal); ``--set all`` (the default) runs both. For each case, forward + backw
 (``torch.autograd.grad`` with a fixed upstream gradient) of:
 
 - ``torch``: torch.einsum, eager;
+- ``torch-again``: torch.einsum, eager, once more as a run of its own: its ratio to
+  ``torch`` is the noise of the run (the same kernels timed twice);
 - ``torch-compiled``: a module calling torch.einsum, ``torch.compile(fullgraph=True)``;
 - ``oe-expr``: opt_einsum's cached ``contract_expression`` on the torch backend, eager;
 - ``ours``: ``einsum_analyze.torch.einsum``, eager, on a cache hit;
@@ -48,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import CLOCKS, environment, scaled  # noqa: E402
 
 HERE = Path(__file__).parent
-RUNS = ("torch", "torch-compiled", "oe-expr", "ours", "ours-compiled")
+RUNS = ("torch", "torch-again", "torch-compiled", "oe-expr", "ours", "ours-compiled")
 
 
 def fence(device: str) -> None:
@@ -149,6 +151,7 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
 
     steps: dict[str, Callable[[], Any] | str] = {
         "torch": step_of(lambda *xs: torch.einsum(equation, *xs)),
+        "torch-again": step_of(lambda *xs: torch.einsum(equation, *xs)),
         "oe-expr": step_of(lambda *xs: expression(*xs, backend="torch")),
         "ours": step_of(lambda *xs: einsum(equation, *xs)),
     }
@@ -368,7 +371,7 @@ def table(results: list[dict]) -> tuple[list[str], list[str]]:
         return (f"{run['peak_bytes_without_inputs'] / 2**20:.3f}" if "seconds" in run
                 else "skip")
 
-    pairs = (("ours", "torch"), ("ours", "torch-compiled"),
+    pairs = (("ours", "torch"), ("torch-again", "torch"), ("ours", "torch-compiled"),
              ("ours-compiled", "torch-compiled"), ("ours-compiled", "ours"),
              ("oe-expr", "torch"))
     header = (["case"] + [f"{r} ms" for r in RUNS] + [f"{a}/{b}" for a, b in pairs]
@@ -410,6 +413,11 @@ def table(results: list[dict]) -> tuple[list[str], list[str]]:
                        f"({'ok' if cases_mean <= GEOMEAN_RATIO else 'MISSED'}: "
                        f"<= {GEOMEAN_RATIO})")
     summary.append("targets missed (time or peak): " + (", ".join(missed) or "none"))
+    noise = [abs(math.log(v)) for label, values in ratios.items()
+             if label.startswith("torch-again/torch seconds") for v in values]
+    if noise:
+        summary.append(f"noise: torch.einsum against itself (torch-again/torch) up to "
+                       f"{math.exp(max(noise)):.3f}x apart, the same kernels timed twice")
     reasons = ["What ours ran, and why:"] + [
         f"  {r['name']}: {r['choice']['reason']}" for r in results]
     return lines + [""] + peak_lines + [""] + reasons, summary
