@@ -9,7 +9,9 @@ is taken away, so that the model charges each second once:
 - our executor: the chain's steps, compiled (:func:`.torch_kernels.compile_schedule`)
   and run as a run runs them (:func:`.torch_backend.run_compiled`), at 2 and
   :data:`EXECUTOR_CHAIN` matrices: the difference per step is the cost per step, what
-  is left at one step the cost per run;
+  is left at one step the cost per run; and a schedule of :data:`MIXED_KINDS` steps of
+  as many kinds (:func:`mixed`), whose excess over as many chain steps is the cost per
+  kind of step beyond the first;
 - torch.einsum under autograd, as the ``torch-autograd`` baseline runs it (fresh leaves
   that require gradients, ``torch.einsum``, ``torch.autograd.grad``), at each length of
   :data:`TORCH_CHAINS`: the forward call's seconds at each number of operands
@@ -41,7 +43,8 @@ from ..roofline.profiles import DeviceProfile
 from ..roofline.steps import step_costs
 from ..roofline.time_model import kernel_seconds
 
-__all__ = ["BLOCK_S", "EXECUTOR_CHAIN", "HOST_ROUNDS", "TORCH_CHAINS", "chain", "host_costs"]
+__all__ = ["BLOCK_S", "EXECUTOR_CHAIN", "HOST_ROUNDS", "MIXED_KINDS", "TORCH_CHAINS", "chain",
+           "host_costs", "mixed"]
 
 EXECUTOR_CHAIN = 9
 """Matrices of the longer executor chain (8 steps; the shorter has 2 matrices, 1 step)."""

@@ -37,7 +37,7 @@ Example:
     >>> t = predict_time(s.events, s.sizes(report.equation.size_dict), 4, NOMINAL["cpu"],
     ...                  "float32")
     >>> t.launches, round(t.total_s * 1e6)
-    (3, 12)
+    (3, 63)
 """
 
 from __future__ import annotations

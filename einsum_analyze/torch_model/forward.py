@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import filterfalse
 
 from ..model.equation import Equation, _fresh_labels, split_equation
 from ..model.schedule import Event, Operation
@@ -324,15 +325,16 @@ def torch_autograd_schedule(
         references[b.storage] -= 1
         sum_dims: list[int] = []
         private: tuple[list[int], list[int]] = ([], [])
-        for d in sorted(a.sizes.keys() | b.sizes.keys()):
-            if d < out_dims:
-                continue
-            if d in a.sizes and d in b.sizes:
+        # Dims of both inputs: summed once no other tensor holds them. Dims of one input:
+        # summed away first when no other tensor holds them (each list in dim order).
+        for d in sorted(a.sizes.keys() & b.sizes.keys()):
+            if d >= out_dims:
                 counts[d] -= 1
                 if counts[d] == 1:
                     sum_dims.append(d)
                     counts[d] = 0
-            elif counts[d] == 1:
+        for d in sorted(a.sizes.keys() ^ b.sizes.keys()):
+            if d >= out_dims and counts[d] == 1:
                 private[0 if d in a.sizes else 1].append(d)
                 counts[d] = 0
         fed: list[AlignedTensor] = []
@@ -368,9 +370,10 @@ def torch_autograd_schedule(
         else:
             kind = "bmm"
             out_dims_sorted = sorted(out_sizes)
-            lro = tuple([d for d in out_dims_sorted if d in fa.sizes and d in fb.sizes])
-            lo = tuple([d for d in out_dims_sorted if d in fa.sizes and d not in fb.sizes])
-            ro = tuple([d for d in out_dims_sorted if d not in fa.sizes])
+            in_both = fa.sizes.keys() & fb.sizes.keys()
+            lro = tuple(filter(in_both.__contains__, out_dims_sorted))
+            lo = tuple(filter((fa.sizes.keys() - fb.sizes.keys()).__contains__, out_dims_sorted))
+            ro = tuple(filterfalse(fa.sizes.__contains__, out_dims_sorted))
             summed = tuple(sum_dims)
             # sumproduct_pair swaps the operands when every dim of the right one's
             # (its own and those of size 1 in both) comes before every dim of the left's.

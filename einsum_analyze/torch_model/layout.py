@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from operator import mul
 from typing import Protocol
 
@@ -103,13 +104,12 @@ def nested(sizes: Mapping[int, int], strides: Mapping[int, int],
 
 def packed(sizes: Mapping[int, int], memory: Sequence[int]) -> dict[int, int]:
     """Strides of the dims above 1 of a dense tensor laid out as ``memory`` (outermost first)."""
-    strides: dict[int, int] = {}
-    running = 1
-    for d in reversed(memory):
-        if d in sizes:
-            strides[d] = running
-            running *= sizes[d]
-    return strides
+    dims = list(filter(sizes.__contains__, reversed(memory)))
+    if not dims:
+        return {}
+    # Innermost first: each stride is the product of the sizes inside it.
+    inner = accumulate(map(sizes.__getitem__, dims[:-1]), mul, initial=1)
+    return dict(zip(dims, inner, strict=True))
 
 
 def packed_dense(sizes: Mapping[int, int], first: Sequence[int], ndim: int,

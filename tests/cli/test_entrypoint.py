@@ -116,3 +116,28 @@ def test_cli_analysis_only_does_not_import_torch():
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip().splitlines()[-1] == "False"
     assert "Forward summary" in result.stdout
+
+
+def test_analysis_only_cli_loads_no_executor_and_the_api_still_has_them():
+    # execute() and capture() load when first used: the analysis-only command line starts
+    # without the executors, the runs and the drop-in's modules.
+    code = (
+        "import sys\n"
+        "from einsum_analyze.cli import main\n"
+        "sys.argv = ['einsum-analyze', 'bc,bd,cm,mdn->bn', '--shapes', '512x2,512x2,2x7,7x2x7',"
+        " '--device', 'none', '--json', '-']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code in (0, None), exit.code\n"
+        "loaded = [m for m in ('einsum_analyze.execution', 'einsum_analyze.backends.runners',\n"
+        "                      'einsum_analyze.training.capture') if m in sys.modules]\n"
+        "import einsum_analyze\n"
+        "from einsum_analyze import capture, execute\n"
+        "from einsum_analyze.execution import execute as direct\n"
+        "print(loaded, execute is direct, callable(capture), file=sys.stderr)\n"
+    )
+    result = run(sys.executable, "-c", code)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "[] True True"
+    assert json.loads(result.stdout)["forward"]["flops"] > 0

@@ -65,12 +65,10 @@ def test_cpu_calibration_measures_the_hosts_costs_and_keeps_them_in_the_profile(
     seconds = (host.forward_step_s, host.backward_step_s, host.forward_run_s,
                host.backward_run_s, host.forward_kind_s, host.backward_kind_s,
                host.torch_node_s, host.torch_backward_s)
-    # Each is at least 0 and below 10 ms on any host (tiny matrices, a few calls).
-    assert all(0 <= s < 1e-2 for s in seconds), host
+    # Seconds beyond the kernels: finite and never below 0 (no figure of time is asserted).
+    assert all(math.isfinite(s) and s >= 0 for s in seconds), host
     assert [n for n, _ in host.torch_forward] == [float(n) for n in TORCH_CHAINS]
-    assert all(0 < s < 1e-1 for _, s in host.torch_forward)
-    # A torch.einsum call under autograd costs the host something beyond its kernels.
-    assert host.torch_node_s + host.torch_backward_s > 0
+    assert all(math.isfinite(s) and s > 0 for _, s in host.torch_forward)
     profile = found.profile()
     assert profile.host == host
     assert found.to_dict()["host"] == host.to_dict()
