@@ -41,7 +41,7 @@ from ..model.memory import Event
 from ..model.schedule import STEP_OPERATIONS
 from ..roofline.steps import StepTime
 from .base import DeviceContext
-from .torch_backend import run_compiled
+from .torch_backend import hand_upstream, run_compiled
 from .torch_kernels import CompiledSchedule, Live
 
 __all__ = ["queued_intervals", "time_steps"]
@@ -206,7 +206,7 @@ def time_steps(
                 forward = _forward_block(compiled.forward, context, block)
         backward: list[float] = []
         if compiled.backward:
-            live["upstream"] = context.upstream.clone()
+            hand_upstream(live, context)  # held as the measured backward holds it
             backward, queued_backward = _phase(compiled.backward, live, context, hold)
             queued = max(queued, queued_backward)
         del live
@@ -237,7 +237,7 @@ def _with_host(compiled: CompiledSchedule, context: DeviceContext, forward: list
     live: Live = {f"in{k}": t for k, t in enumerate(context.operands)}
     forward = queued_intervals(_queued(compiled.forward, live, context), forward)
     if compiled.backward:
-        live["upstream"] = context.upstream.clone()
+        hand_upstream(live, context)
         backward = queued_intervals(_queued(compiled.backward, live, context), backward)
     return forward, backward
 

@@ -29,6 +29,7 @@ __all__ = [
     "allocator_peak_cpu",
     "ascii_equation",
     "compile_schedule",
+    "hand_upstream",
     "held_bytes",
     "run_compiled",
     "run_schedule",
@@ -203,6 +204,19 @@ def allocator_peak_cpu(call: Callable[[], Any]) -> tuple[int, int]:
     return peak, total
 
 
+def hand_upstream(state: Live, context: DeviceContext) -> Live:
+    """A fresh copy of the context's upstream gradient, handed over as a caller hands it.
+
+    The caller holds it (``CALLER_UPSTREAM``) until backward returns, and the seed reads
+    it in place (a complex one is copied: the seed conjugates it in place). Returns
+    ``state``, updated.
+    """
+    upstream = context.upstream.clone()
+    state[CALLER_UPSTREAM] = upstream
+    state["upstream"] = _seed_of(upstream)
+    return state
+
+
 def _seed_of(upstream: Any) -> Any:
     """What the seed takes: the caller's gradient, or a copy of a complex one."""
     return upstream.clone() if upstream.is_complex() else upstream
@@ -242,10 +256,7 @@ class TorchExecutor:
         a copy: the seed conjugates it in place). torch autograd's run
         (:mod:`.baselines`) makes and holds its upstream gradient the same way.
         """
-        upstream = program.context.upstream.clone()
-        state[CALLER_UPSTREAM] = upstream
-        state["upstream"] = _seed_of(upstream)
-        return state
+        return hand_upstream(state, program.context)
 
     def backward(self, program: _Program, state: Live) -> Live:
         """The backward events."""
