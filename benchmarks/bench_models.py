@@ -3,9 +3,10 @@
 Models built from configs with random weights (nothing is downloaded): XLNet, Funnel,
 Longformer and Mamba2, each with its dropout off so that both runs compute the same
 step. One step is the forward pass of a language-model loss and its backward pass; the
-two runs (``torch``: torch.einsum as it is; ``patched``: inside
-``einsum_analyze.torch.patch()``) alternate step by step on one model, so that drift
-falls on both alike. Reported per model: median step seconds, measured peak (CUDA
+runs (``torch``: torch.einsum as it is; ``patched``: inside
+``einsum_analyze.torch.patch()``; ``torch-again``: the unpatched step once more, whose
+time against ``torch`` is the run's noise) alternate step by step on one model, so that
+drift falls on all alike. Reported per model: median step seconds, measured peak (CUDA
 ``max_memory_allocated`` above what the model and batch hold; cpu: the allocator's
 events under ``torch.profiler``), the loss, the largest relative gradient gap between
 the two runs beside that of two unpatched steps (the model's own nondeterminism, such as
@@ -163,13 +164,16 @@ def run_model(name: str, size: dict[str, int], device: str,
     dropin.clear_cache()
     loss_patched = patched()
     gap = gap_to_torch()
-    runs: dict[str, list[float]] = {"torch": [], "patched": []}
-    steps = {"torch": plain, "patched": patched}
+    # torch-again: the unpatched step once more, as a run of its own (the run's noise)
+    steps = {"torch": plain, "torch-again": plain, "patched": patched}
+    runs: dict[str, list[float]] = {which: [] for which in steps}
     for _ in range(args.warmup):
         plain()
         patched()
+    order = list(steps)
     for repeat in range(args.repeats):
-        for which in (("torch", "patched") if repeat % 2 == 0 else ("patched", "torch")):
+        shift = repeat % len(order)  # each goes first as often as the others
+        for which in order[shift:] + order[:shift]:
             fence(device)
             start = CLOCK()
             steps[which]()
@@ -177,8 +181,8 @@ def run_model(name: str, size: dict[str, int], device: str,
             runs[which].append(CLOCK() - start)
     measured: dict[str, list[int]] = {"torch": [], "patched": []}
     for _ in range(2):  # the second of each: the first may hold one-time allocations
-        for which, step in steps.items():
-            measured[which].append(measured_peak(step, device))
+        for which in ("torch", "patched"):
+            measured[which].append(measured_peak(steps[which], device))
     peaks = {which: values[-1] for which, values in measured.items()}
     choices = {}
     for choice in dropin.cache_info().choices:
@@ -189,6 +193,7 @@ def run_model(name: str, size: dict[str, int], device: str,
         "model": name, "device": device, "size": size, "einsum_calls_per_step": einsum_calls,
         "seconds": seconds, "peak_bytes": peaks,
         "time_ratio": seconds["patched"] / seconds["torch"],
+        "time_ratio_torch_twice": seconds["torch-again"] / seconds["torch"],
         "peak_ratio": peaks["patched"] / peaks["torch"] if peaks["torch"] else math.nan,
         "loss": {"torch": float(loss_torch), "patched": float(loss_patched)},
         "largest_relative_gradient_gap": gap,
@@ -277,14 +282,15 @@ def main() -> int:
            "load_average_1min": round(os.getloadavg()[0], 2),
            "command": " ".join(["python"] + sys.argv)}
     lines = ["| model | device | einsums/step | torch ms | patched ms | time patched/torch | "
-             "torch peak MiB | patched peak MiB | peak patched/torch | gradient gap | "
-             "torch vs torch | "
-             "loss torch | loss patched |", "|" + "---|" * 13]
+             "torch vs torch (time) | torch peak MiB | patched peak MiB | "
+             "peak patched/torch | gradient gap | torch vs torch | "
+             "loss torch | loss patched |", "|" + "---|" * 14]
     for r in results:
         lines.append(
             f"| {r['model']} | {r['device']} | {r['einsum_calls_per_step']} | "
             f"{r['seconds']['torch'] * 1e3:.2f} | {r['seconds']['patched'] * 1e3:.2f} | "
-            f"{r['time_ratio']:.3f} | {r['peak_bytes']['torch'] / 2**20:.2f} | "
+            f"{r['time_ratio']:.3f} | {r['time_ratio_torch_twice']:.3f} | "
+            f"{r['peak_bytes']['torch'] / 2**20:.2f} | "
             f"{r['peak_bytes']['patched'] / 2**20:.2f} | {r['peak_ratio']:.3f} | "
             f"{r['largest_relative_gradient_gap']:.1e} | "
             f"{r['largest_relative_gradient_gap_torch_twice']:.1e} | {r['loss']['torch']:.5f} | "
