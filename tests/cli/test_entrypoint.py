@@ -100,17 +100,26 @@ def test_core_imports_no_torch_click_rich_or_matplotlib():
     assert json.loads(result.stdout) == []
 
 
-def test_cli_analysis_only_does_not_import_torch():
-    code = (
+def _cli_in_process(*args: str) -> str:
+    """Python source that runs the command line in-process on ``args`` (exit 0 asserted)."""
+    return (
         "import sys\n"
         "from einsum_analyze.cli import main\n"
-        "sys.argv = ['einsum-analyze', 'bc,bd,cm,mdn->bn', '--shapes', '512x2,512x2,2x7,7x2x7',"
-        " '--device', 'none']\n"
+        f"sys.argv = ['einsum-analyze', *{list(args)!r}]\n"
         "try:\n"
         "    main()\n"
         "except SystemExit as exit:\n"
         "    assert exit.code in (0, None), exit.code\n"
-        "print('torch' in sys.modules, file=sys.stderr)\n"
+    )
+
+
+_ANALYSIS_ONLY = ("bc,bd,cm,mdn->bn", "--shapes", "512x2,512x2,2x7,7x2x7", "--device", "none")
+
+
+def test_cli_analysis_only_does_not_import_torch():
+    code = (
+        _cli_in_process(*_ANALYSIS_ONLY)
+        + "print('torch' in sys.modules, file=sys.stderr)\n"
     )
     result = run(sys.executable, "-c", code)
     assert result.returncode == 0, result.stderr
@@ -121,22 +130,13 @@ def test_cli_analysis_only_does_not_import_torch():
 def test_analysis_only_cli_loads_no_executor_and_the_api_still_has_them():
     # execute() and capture() load when first used: the analysis-only command line starts
     # without the executors, the runs and the drop-in's modules.
-    code = (
-        "import sys\n"
-        "from einsum_analyze.cli import main\n"
-        "sys.argv = ['einsum-analyze', 'bc,bd,cm,mdn->bn', '--shapes', '512x2,512x2,2x7,7x2x7',"
-        " '--device', 'none', '--json', '-']\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit as exit:\n"
-        "    assert exit.code in (0, None), exit.code\n"
-        "loaded = [m for m in ('einsum_analyze.execution', 'einsum_analyze.backends.runners',\n"
-        "                      'einsum_analyze.training.capture') if m in sys.modules]\n"
-        "import einsum_analyze\n"
+    lazy = ("einsum_analyze.execution", "einsum_analyze.backends.runners",
+            "einsum_analyze.training.capture")
+    code = _cli_in_process(*_ANALYSIS_ONLY, "--json", "-") + (
+        f"loaded = [m for m in {lazy!r} if m in sys.modules]\n"
         "from einsum_analyze import capture, execute\n"
         "from einsum_analyze.execution import execute as direct\n"
-        "print(loaded, execute is direct, callable(capture), file=sys.stderr)\n"
-    )
+        "print(loaded, execute is direct, callable(capture), file=sys.stderr)\n")
     result = run(sys.executable, "-c", code)
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip().splitlines()[-1] == "[] True True"
