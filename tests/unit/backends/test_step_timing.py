@@ -2,11 +2,10 @@
 
 On CUDA the device's intervals (its queue full) are joined with the host's pace by
 ``queued_intervals``; on cpu the forward is timed in blocks of calls back to back, as the
-measured forward is. Both are checked here with given figures (no clock read by a test);
-the run on the cpu at the end is the cpu version of
-tests/gpu/test_cuda_step_times.py. It compares two timings taken a few seconds apart, so
-it runs with ``--run-slow`` only, on a machine quiet enough to time: at load 9 on the
-shared 2-core machine, ``attention3`` missed the 10% by 2 points in one run of three.
+measured forward is. Both are checked here with given figures (no clock read by a test).
+Whether the steps of a real run add up is tests/gpu/test_cuda_step_times.py's on CUDA
+and benchmarks/bench_steps.py's on the cpu, where two timings taken seconds apart on a
+loaded machine differ by more than the check's 10%.
 """
 
 from __future__ import annotations
