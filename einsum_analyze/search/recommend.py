@@ -10,7 +10,8 @@ training budget. Objectives:
   search's device profile (:mod:`einsum_analyze.roofline.time_model`); ties: the lower
   peak. torch.einsum's own execution (the ``torch-autograd`` model on its own path) is a
   candidate: where it fits, a plan is recommended over it only if predicted faster
-  without a higher peak.
+  without a higher peak. Plans predicted within :data:`TIME_SLACK` (5%) of the fastest
+  that fits count as equally fast, and the least peak among them is recommended.
 - ``flops``: training FLOPs (forward + backward + recompute); ties: the lower peak.
 - ``memory``: training peak, inputs included; ties: the fewer FLOPs.
 - ``balanced``: the product of the two, so halving the peak is worth doubling the FLOPs
@@ -56,6 +57,7 @@ from .records import (
 __all__ = [
     "DEFAULT_PROFILE",
     "RECOMMENDED_LABEL",
+    "TIME_SLACK",
     "TORCH_SOURCE",
     "check_objective",
     "floor_bytes",
@@ -330,6 +332,9 @@ def _search(
     fallback_names = [n for n in (strategy_names() if fallback else names)
                       if get_strategy(n).lowered and get_strategy(n).fallback]
     names = tuple(n for n in names if n not in fallback_names)
+    # Strategies registered as ``searched`` are scored whether or not they were named.
+    names += tuple(n for n in search_strategies()
+                   if get_strategy(n).searched and n not in names and n not in fallback_names)
     tighter: tuple[int, ...] = ()
     sweep: tuple[int, ...] = ()
     if objective != "flops" or budget is not None:
@@ -435,13 +440,35 @@ def _torch_candidate(forward: Plan, grad: Sequence[int], itemsize: int,
                       known=model, profile=profile, dtype=dtype)
 
 
+TIME_SLACK = 0.05
+"""With the ``time`` objective, a plan predicted at most this much slower than the fastest
+that fits is as good as it, and the least peak among such plans is recommended."""
+
+
+def _least_peak_nearly_as_fast(fitting: Sequence[PlanScore], fastest: PlanScore,
+                               torch_plan: PlanScore | None) -> PlanScore:
+    """The plan of least peak among those within :data:`TIME_SLACK` of ``fastest``.
+
+    Never slower than torch.einsum's own execution where that fits: a plan is
+    recommended over it only where it is predicted no slower.
+    """
+    bound = fastest.predicted_s * (1 + TIME_SLACK)
+    if torch_plan is not None:
+        bound = min(bound, torch_plan.predicted_s)
+    close = [p for p in fitting if p.predicted_s <= bound] or [fastest]
+    return min(close, key=lambda p: (p.peak_bytes, p.predicted_s, p.training_flops))
+
+
 def recommend(result: SearchResult, budget: int | None) -> Recommendation:
     """The plan minimising the objective within ``budget`` (see the module).
 
     Each objective grows with both figures, so the best plan within a budget on the
     training peak is on the Pareto front: the front is all that is searched. Where
     torch.einsum's own execution is on the front and fits, only the plans that peak no
-    higher than it compete with it.
+    higher than it compete with it. With the ``time`` objective, the plans predicted
+    within :data:`TIME_SLACK` of the fastest (and no slower than torch.einsum's own,
+    where that fits) count as equally fast: the least peak among them is recommended, so
+    a plan that recomputes a cheap intermediate wins for a few percent of time.
     """
     key = objective_key(result.objective)
     fitting = [p for p in result.pareto if p.fits(budget)]
@@ -450,6 +477,8 @@ def recommend(result: SearchResult, budget: int | None) -> Recommendation:
         fitting = [p for p in fitting if p.peak_bytes <= torch_plan.peak_bytes]
     if fitting:
         plan = min(fitting, key=key)
+        if result.objective == "time":
+            plan = _least_peak_nearly_as_fast(fitting, plan, torch_plan)
         return Recommendation(plan=plan, objective=result.objective, budget_bytes=budget,
                               fits=True, label=RECOMMENDED_LABEL)
     return Recommendation(plan=result.smallest_peak, objective=result.objective,

@@ -11,6 +11,9 @@ Strategies are registered by name (:mod:`.registry`); each lives in a module of 
   autograd, as :mod:`einsum_analyze.torch_model` models it.
 - ``checkpoint`` (:mod:`.checkpoint`): reverse mode keeping a chosen set of
   intermediates and recomputing the others during backward (not modelled by default).
+- ``recompute`` (:mod:`.recompute`): reverse mode that remakes cheap one-step
+  intermediates in backward, each step's gradients ordered around them (not modelled by
+  default; the search scores it).
 - ``sliced`` (:mod:`einsum_analyze.slicing.strategy`): the step cut into slices of a few
   indices, each run forward then backward with one of the strategies above, gathered into
   full-size buffers (not modelled by default). It composes the others, so it lives above
@@ -43,6 +46,7 @@ from .registry import (
     strategy_names,
     unregister_strategy,
 )
+from .recompute import SPEC as _RECOMPUTE
 from .reverse import SPEC as _REVERSE
 from .torch_autograd import SPEC as _TORCH_AUTOGRAD
 
@@ -70,7 +74,7 @@ __all__ = [
 
 # The built-in strategies, in the order reports list them (``sliced`` comes next, from
 # einsum_analyze.slicing). A new strategy is one module plus one line here.
-for _spec in (_REVERSE, _INDEPENDENT, _TORCH_AUTOGRAD, _CHECKPOINT):
+for _spec in (_REVERSE, _INDEPENDENT, _TORCH_AUTOGRAD, _CHECKPOINT, _RECOMPUTE):
     register_strategy(_spec)
 
 STRATEGIES: tuple[str, ...] = default_strategy_names()

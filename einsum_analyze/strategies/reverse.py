@@ -55,16 +55,25 @@ def reverse_events(
 
 
 def _step_gradients(
-    builder: ScheduleBuilder, step: Step, needs: Mapping[int, bool], num_ops: int
+    builder: ScheduleBuilder, step: Step, needs: Mapping[int, bool], num_ops: int,
+    positions: Iterable[int] | None = None, release: bool = True,
 ) -> None:
-    """The gradients of one step's inputs from the gradient of its output."""
+    """The gradients of one step's inputs from the gradient of its output.
+
+    Args:
+        positions: The step inputs (by position) whose gradients to make; None: every
+            one that needs a gradient.
+        release: The output's gradient is done with afterwards: the last gradient may
+            take it over, else it is freed (False: it stays live for more gradients).
+    """
     size_dict = builder.size_dict
     upstream = f"g{step.output}"
     consumed = False
     # Smallest gradient first: its workspace comes and goes before the large one
     # is allocated.
+    chosen = (range(len(step.inputs)) if positions is None else positions)
     wanted = sorted(
-        (pos for pos, i in enumerate(step.inputs) if needs[i]),
+        (pos for pos in chosen if needs[step.inputs[pos]]),
         key=lambda pos: size_of(step.input_terms[pos], size_dict),
     )
     for pos in wanted:
@@ -80,9 +89,9 @@ def _step_gradients(
             target_term=step.input_terms[pos],
             operand=i if i < num_ops else None,
             prefix=f"c{i}.",
-            can_consume=pos == wanted[-1],
+            can_consume=release and pos == wanted[-1],
         )
-    if not consumed:
+    if release and not consumed:
         builder.free(upstream, step.output_term)
 
 
