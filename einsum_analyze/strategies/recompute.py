@@ -23,9 +23,10 @@ it, its own gradient is wanted, and every intermediate input of ``P`` is kept fo
 backward (so one step remakes it, not a sub-tree) and not recomputed itself. The set is
 chosen on the replay of the lowered schedule (:func:`choose_recompute`): greedily, the
 candidate that lowers the training peak most, while one does, among the
-:data:`MAX_CANDIDATES` largest; the recompute FLOPs of the set are at most
-``max_share`` of the forward FLOPs (option, default :data:`MAX_SHARE`). ``recompute``
-(option) names a set instead. Where no candidate lowers the peak, the schedule is
+:data:`MAX_CANDIDATES` largest of those made at no more than ``max_flops_per_element``
+FLOPs per element of the result (option, default :data:`CHEAP`: an outer or elementwise
+product, nothing summed, costs one). ``recompute`` (option) names a set instead, cheap
+or not. Where no candidate lowers the peak, the schedule is
 reverse mode's. The search (:mod:`einsum_analyze.search`) scores it on every path, so
 the recommendation takes it where its lower peak comes at a small cost in time.
 """
@@ -46,8 +47,8 @@ from .registry import StrategySpec
 from .reverse import _step_gradients
 
 __all__ = [
+    "CHEAP",
     "MAX_CANDIDATES",
-    "MAX_SHARE",
     "SPEC",
     "build_recompute",
     "choose_recompute",
@@ -59,8 +60,11 @@ MAX_CANDIDATES = 8
 """Candidates the greedy choice weighs: the largest intermediates (each round replays
 the schedule once per candidate left)."""
 
-MAX_SHARE = 0.25
-"""Default bound on the recompute FLOPs, as a share of the forward FLOPs."""
+CHEAP = 2.0
+"""FLOPs per element of its result at most, by default, for an intermediate to be remade
+by the greedy choice: products that sum nothing (one FLOP per element, opt_einsum's
+convention), as a compiler's partitioner remakes broadcasts and pointwise products. A
+contraction that sums an index costs at least two per element of that index."""
 
 
 def recompute_candidates(plan: Plan, grad: Collection[int]) -> tuple[int, ...]:
@@ -196,22 +200,22 @@ def _peak(plan: Plan, grad: frozenset[int], recompute: frozenset[int], itemsize:
 
 
 def choose_recompute(
-    plan: Plan, grad: Collection[int], itemsize: int, *, max_share: float = MAX_SHARE,
+    plan: Plan, grad: Collection[int], itemsize: int, *, max_flops_per_element: float = CHEAP,
     upstream_copy: bool = False,
 ) -> tuple[frozenset[int], int]:
     """The greedy set of the module and its training peak (bytes, inputs included)."""
     wanted = frozenset(grad)
     producer = {step.output: step for step in plan.steps}
-    allowance = max_share * plan.flops
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] = {}
     chosen: frozenset[int] = frozenset()
     best = _peak(plan, wanted, chosen, itemsize, upstream_copy, cache)
-    left = list(recompute_candidates(plan, wanted)[:MAX_CANDIDATES])
+    left = [i for i in recompute_candidates(plan, wanted)
+            if producer[i].flops <= max_flops_per_element * producer[i].output_elements
+            ][:MAX_CANDIDATES]
     while left:
-        spent = sum(producer[i].flops for i in chosen)
         trials = []
         for i in left:
-            if spent + producer[i].flops > allowance or not _compatible(plan, i, chosen):
+            if not _compatible(plan, i, chosen):
                 continue
             trial = chosen | {i}
             trials.append((_peak(plan, wanted, trial, itemsize, upstream_copy, cache),
@@ -231,8 +235,8 @@ def build_recompute(given: StrategyInput) -> ScheduleBuilder:
     if named is not None:
         chosen = frozenset(int(i) for i in named)
     else:
-        share = float(given.options.get("max_share", MAX_SHARE))
-        chosen, _ = choose_recompute(plan, grad, given.itemsize, max_share=share,
+        cheap = float(given.options.get("max_flops_per_element", CHEAP))
+        chosen, _ = choose_recompute(plan, grad, given.itemsize, max_flops_per_element=cheap,
                                      upstream_copy=given.upstream_copy)
     builder = recompute_events(plan, grad, chosen)
     producer = {step.output: step for step in plan.steps}
@@ -251,5 +255,5 @@ SPEC = StrategySpec(
     "in backward instead of keeping them, ordering each step's gradients around them",
     default=False,
     searched=True,
-    options={"recompute": None, "max_share": MAX_SHARE},
+    options={"recompute": None, "max_flops_per_element": CHEAP},
 )
