@@ -34,6 +34,7 @@ from .checkpoint import SPEC as _CHECKPOINT
 from .common import GradientPlan, ScheduleBuilder, StrategyInput, StrategyResult
 from .gradient_plans import LARGE_NETWORK, SEARCH_LIMIT, SEARCHING_OPTIMIZERS, plan_gradients
 from .independent import SPEC as _INDEPENDENT
+from .recompute import SPEC as _RECOMPUTE
 from .registry import (
     StrategyBuilder,
     StrategySpec,
@@ -46,7 +47,6 @@ from .registry import (
     strategy_names,
     unregister_strategy,
 )
-from .recompute import SPEC as _RECOMPUTE
 from .reverse import SPEC as _REVERSE
 from .torch_autograd import SPEC as _TORCH_AUTOGRAD
 

@@ -61,6 +61,10 @@ def _step_gradients(
     """The gradients of one step's inputs from the gradient of its output.
 
     Args:
+        builder: Receives the events.
+        step: The forward step.
+        needs: Whether each tensor (by single-use id) leads to a wanted gradient.
+        num_ops: Operands of the equation.
         positions: The step inputs (by position) whose gradients to make; None: every
             one that needs a gradient.
         release: The output's gradient is done with afterwards: the last gradient may
