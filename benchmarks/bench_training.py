@@ -221,7 +221,8 @@ def main() -> int:
     parser.add_argument("--objective", default="flops", choices=["flops", "memory", "balanced"])
     parser.add_argument("--cases", default=None, help="comma list of case names")
     parser.add_argument("--strategies", default=None,
-                        help="strategies to model and search (default: reverse, checkpoint, sliced)")
+                        help="strategies to model and search "
+                             "(default: reverse, checkpoint, sliced)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
     args = parser.parse_args()
 

@@ -87,6 +87,7 @@ def _write_source(name: str, made_from: dict[str, Any]) -> None:
 
 
 def main() -> int:
+    """Draw the pictures, record what each was made from, and rerun the examples."""
     OUT.mkdir(exist_ok=True)
     made_from, found = sources()
     data, big = found["data"], found["big"]
@@ -98,7 +99,8 @@ def main() -> int:
         _write_source(name, made_from)
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
-        print("no chromium: docs/images/html-report.png left as it is", file=sys.stderr)
+        print("no chromium: docs/images/html-report.png left as it is",  # noqa: T201
+              file=sys.stderr)
     else:
         with tempfile.TemporaryDirectory() as tmp:
             page = Path(tmp) / "report.html"

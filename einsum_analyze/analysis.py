@@ -15,7 +15,7 @@ from typing import Any
 from .errors import BackendUnavailableError, EinsumAnalyzeError, PlanningError, ShapeError
 from .model.equation import parse_equation, shapes_from_sizes
 from .model.lowering import lower_events
-from .model.memo import remembered, remembered_paths, strategy_key
+from .model.memo import paused_collection, remembered, remembered_paths, strategy_key
 from .model.memory import MemoryProfile, forward_schedule, input_elements, simulate_memory
 from .model.parsing import parse_bytes, parse_operand_list
 from .model.planning import (
@@ -166,7 +166,8 @@ def analyze(
         cotengra=cotengra, search_time=max(search_time / len(limits), MIN_SEARCH_TIME),
         max_search_s=max_search_s, on_search=on_search, fallback=fallback, profile=profile,
     )
-    with remembered_paths():  # the limits and the search share opt_einsum's paths
+    # The limits and the search share opt_einsum's paths; the collector waits (memo.py).
+    with remembered_paths(), paused_collection():
         report = _analyze_one(equation, shapes, memory_limit=limits[0],
                               on_analysed=on_analysed, **common)
         if len(limits) == 1:

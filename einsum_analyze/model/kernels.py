@@ -22,8 +22,8 @@ from typing import NamedTuple
 from .schedule import InputPrep, Kernel
 
 __all__ = [
-    "Layout", "cached_kernel", "copied_elements", "lower_contraction", "lower_to_layout",
-    "lower_to_layouts", "readable_orders",
+    "AboveOne", "Layout", "cached_kernel", "copied_elements", "lower_contraction",
+    "lower_to_layout", "lower_to_layouts", "readable_orders",
 ]
 
 
@@ -102,9 +102,19 @@ def _elements(labels: Sequence[str], sizes: Mapping[str, int]) -> int:
 # these loops run in C.
 
 
-def _above_one(labels: str, sizes: Mapping[str, int]) -> set[str]:
+AboveOne = dict[str, frozenset[str]]
+"""Each term's labels of size above 1, by the term, over one ``sizes``: the lowering asks
+for the same terms in every pass, and a term's text hashes once."""
+
+
+def _above_one(labels: str, sizes: Mapping[str, int], memo: AboveOne | None) -> frozenset[str]:
     """The labels whose size is not 1 (a set comprehension beats ``compress`` here)."""
-    return {char for char in labels if sizes[char] != 1}
+    if memo is None:
+        return frozenset({char for char in labels if sizes[char] != 1})
+    found = memo.get(labels)
+    if found is None:
+        found = memo[labels] = frozenset({char for char in labels if sizes[char] != 1})
+    return found
 
 
 def _within(order: Sequence[str], labels: Collection[str]) -> tuple[str, ...]:
@@ -130,23 +140,25 @@ _Prepared = tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...], int]
 
 
 def _prepare_pair(
-    layouts: Sequence[Layout], big: set[str], sizes: Mapping[str, int]
-) -> tuple[set[str], set[str], _Prepared, _Prepared, list[int]]:
+    layouts: Sequence[Layout], big: frozenset[str], sizes: Mapping[str, int],
+    memo: AboveOne | None,
+) -> tuple[frozenset[str], frozenset[str], _Prepared, _Prepared, list[int]]:
     """Both inputs of a product, each summed over its private labels (:func:`_prepare`).
 
     Returns each input's labels of size above 1, each one's preparation and the
     workspace of the sums.
     """
     a_layout, b_layout = layouts
-    a_labels = _above_one(a_layout.dims, sizes)
-    b_labels = _above_one(b_layout.dims, sizes)
+    a_labels = _above_one(a_layout.dims, sizes, memo)
+    b_labels = _above_one(b_layout.dims, sizes, memo)
     a_prep = _prepare(a_layout, a_labels - b_labels - big, sizes)
     b_prep = _prepare(b_layout, b_labels - a_labels - big, sizes)
     return a_labels, b_labels, a_prep, b_prep, [w for w in (a_prep[4], b_prep[4]) if w]
 
 
 def lower_contraction(
-    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int]
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int], *,
+    above: AboveOne | None = None,
 ) -> Kernel:
     """Choose the kernel, the copies and the output layout of one contraction.
 
@@ -154,6 +166,8 @@ def lower_contraction(
         layouts: Layout of each input (its dims are its term in the step).
         output: The step's output term (distinct labels).
         sizes: Size of every label.
+        above: A table of each term's labels of size above 1 over ``sizes``
+            (:data:`AboveOne`), filled as it goes; None: none kept.
 
     Returns:
         The :class:`Kernel`.
@@ -165,16 +179,16 @@ def lower_contraction(
         >>> k.kind, k.workspace
         ('bmm', ())
     """
-    return _with_upcasts(_lower_contraction(layouts, output, sizes), layouts, sizes)
+    return _with_upcasts(_lower_contraction(layouts, output, sizes, above), layouts, sizes)
 
 
 def _lower_contraction(
-    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int]
+    layouts: Sequence[Layout], output: str, sizes: Mapping[str, int], above: AboveOne | None,
 ) -> Kernel:
     if len(layouts) > 2:
         # torch.einsum's result, copied contiguous: its labels in the output's order.
         return Kernel(kind="einsum", inputs=(), out_order=_memory_labels(output, sizes)[0])
-    big = _above_one(output, sizes)
+    big = _above_one(output, sizes, above)
     if len(layouts) == 1:
         (layout,) = layouts
         private = set(layout.dims) - big
@@ -186,7 +200,7 @@ def _lower_contraction(
             return Kernel(kind="reduce", inputs=(prep,), out_order=kept)
         return Kernel(kind="copy", inputs=(prep,), out_order=kept)
 
-    a_labels, b_labels, a_prep, b_prep, workspace = _prepare_pair(layouts, big, sizes)
+    a_labels, b_labels, a_prep, b_prep, workspace = _prepare_pair(layouts, big, sizes, above)
     a_order, a_dense, a_reduce, a_keep, _ = a_prep
     b_order, b_dense, b_reduce, b_keep, _ = b_prep
     contracted_set = set(a_order) & b_labels - big
@@ -286,19 +300,22 @@ def lower_to_layout(
 
 def lower_to_layouts(
     layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
-    targets: Sequence[Sequence[str]],
+    targets: Sequence[Sequence[str]], *, above: AboveOne | None = None,
 ) -> list[Kernel | None]:
-    """:func:`lower_to_layout` for each of ``targets`` (the inputs prepared once)."""
+    """:func:`lower_to_layout` for each of ``targets`` (the inputs prepared once).
+
+    ``above`` is :func:`lower_contraction`'s table.
+    """
     return [None if kernel is None else _with_upcasts(kernel, layouts, sizes)
-            for kernel in _lower_to_layouts(layouts, output, sizes, targets)]
+            for kernel in _lower_to_layouts(layouts, output, sizes, targets, above)]
 
 
 def _lower_to_layouts(
     layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
-    targets: Sequence[Sequence[str]],
+    targets: Sequence[Sequence[str]], above: AboveOne | None,
 ) -> list[Kernel | None]:
-    big = _above_one(output, sizes)
-    a_labels, b_labels, a_prep, b_prep, workspace = _prepare_pair(layouts, big, sizes)
+    big = _above_one(output, sizes, above)
+    a_labels, b_labels, a_prep, b_prep, workspace = _prepare_pair(layouts, big, sizes, above)
     a_order, a_dense, a_reduce, a_keep, _ = a_prep
     b_order, b_dense, b_reduce, b_keep, _ = b_prep
     contracted_set = set(a_order) & b_labels - big
@@ -330,7 +347,8 @@ def _lower_to_layouts(
 
 
 def _bmm_to(
-    a_prep: _Prepared, b_prep: _Prepared, groups: tuple[set[str], set[str], set[str]],
+    a_prep: _Prepared, b_prep: _Prepared,
+    groups: tuple[frozenset[str], frozenset[str], frozenset[str]],
     contracted_set: set[str], target: tuple[str, ...], workspace: list[int],
     sizes: Mapping[str, int],
 ) -> Kernel | None:
@@ -420,11 +438,12 @@ def cached_kernel(
     out_term: str,
     sizes: Mapping[str, int],
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
+    above: AboveOne | None = None,
 ) -> Kernel:
     """:func:`lower_contraction`, through ``cache`` when one is given."""
     found = cache.get((inputs, out_term)) if cache is not None else None
     if found is None:
-        found = lower_contraction(inputs, out_term, sizes)
+        found = lower_contraction(inputs, out_term, sizes, above=above)
         if cache is not None:
             cache[(inputs, out_term)] = found
     return found

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .kernels import (
+    AboveOne,
     Layout,
     cached_kernel,
     copied_elements,
@@ -62,21 +63,23 @@ def lower_events(
     """
     cache = shared_table("kernels", sizes) if cache is None else cache
     memo: Aimed = shared_table("aimed", sizes)
+    above: AboveOne = shared_table("above", sizes)
     track = lookahead and len(events) <= LOOKAHEAD_EVENTS
     operands = {f"in{k}": Layout.contiguous(term, sizes) for k, term in enumerate(operand_terms)}
-    best, wishes, seen, kept = _lower_pass(events, operands, sizes, cache, {}, memo,
+    best, wishes, seen, kept = _lower_pass(events, operands, sizes, cache, {}, memo, above,
                                            track=track)
     if not track or not wishes:
         return best
-    best_copied = _copied(best, sizes)
+    counted: Counted = {}
+    best_copied = _copied(best, sizes, counted)
     current = best
     for _ in range(_PASSES):
         if not wishes or not best_copied:
             break
-        wishes = _propagate(current, seen, sizes, wishes, memo)
+        wishes = _propagate(current, seen, sizes, wishes, memo, above)
         current, found, seen, kept = _lower_pass(events, operands, sizes, cache, wishes, memo,
-                                                 kept=kept)
-        copied = _copied(current, sizes)
+                                                 above, kept=kept)
+        copied = _copied(current, sizes, counted)
         if copied >= best_copied:
             break
         best, best_copied = current, copied
@@ -105,13 +108,26 @@ that made them (None for an input made otherwise); None for events other than
 contractions."""
 
 
-def _copied(events: Sequence[Event], sizes: Mapping[str, int]) -> int:
+Counted = dict[int, tuple[Kernel, int]]
+""":func:`copied_elements` of the kernels of one lowering's passes, by the kernel's id
+(the entry holds the kernel, so that its id stays its own): a pass keeps most kernels."""
+
+def _copied(events: Sequence[Event], sizes: Mapping[str, int], counted: Counted) -> int:
     """Elements the lowered schedule copies (:func:`copied_elements` of every kernel)."""
-    return sum(copied_elements(event.kernel, sizes) for event in events if event.kernel is not None)
+    total = 0
+    for event in events:
+        kernel = event.kernel
+        if kernel is None:
+            continue
+        entry = counted.get(id(kernel))
+        if entry is None:
+            entry = counted[id(kernel)] = (kernel, copied_elements(kernel, sizes))
+        total += entry[1]
+    return total
 
 
 def _propagate(lowered: Sequence[Event], seen: Seen, sizes: Mapping[str, int],
-               wishes: Wishes, memo: Aimed) -> Wishes:
+               wishes: Wishes, memo: Aimed, above: AboveOne) -> Wishes:
     """Wishes passed up the tree: a wished result's inputs wished as it needs them.
 
     Latest event first, so that a chain of contractions passes its last product's wish
@@ -123,7 +139,7 @@ def _propagate(lowered: Sequence[Event], seen: Seen, sizes: Mapping[str, int],
         targets = wishes.get(index)
         if targets is None or entry is None or len(entry[0]) != 2 or event.view:
             continue
-        aimed = _aimed(entry[0], event.equation.partition("->")[2], sizes, targets, memo)
+        aimed = _aimed(entry[0], event.equation.partition("->")[2], sizes, targets, memo, above)
         if aimed is None:
             continue
         for position, (source, prep) in enumerate(zip(entry[1], aimed.inputs, strict=True)):
@@ -140,22 +156,22 @@ of a large network asks the same many times)."""
 
 def _aimed(
     layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
-    targets: tuple[tuple[str, ...], ...], memo: Aimed,
+    targets: tuple[tuple[str, ...], ...], memo: Aimed, above: AboveOne,
 ) -> Kernel | None:
     """The kernel writing one of ``targets`` that copies least (None: none can)."""
     key = (tuple(layouts), output, targets)
     if key not in memo:
-        memo[key] = _aim(layouts, output, sizes, targets)
+        memo[key] = _aim(layouts, output, sizes, targets, above)
     return memo[key]
 
 
 def _aim(
     layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
-    targets: tuple[tuple[str, ...], ...],
+    targets: tuple[tuple[str, ...], ...], above: AboveOne,
 ) -> Kernel | None:
     best: Kernel | None = None
     best_copied = 0
-    for kernel in lower_to_layouts(layouts, output, sizes, targets):
+    for kernel in lower_to_layouts(layouts, output, sizes, targets, above=above):
         if kernel is None:
             continue
         copied = copied_elements(kernel, sizes)
@@ -180,6 +196,7 @@ def _lower_pass(
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
     wishes: Wishes,
     memo: Aimed,
+    above: AboveOne,
     *,
     track: bool = True,
     kept: Kept | None = None,
@@ -193,6 +210,7 @@ def _lower_pass(
         cache: Kernels by input layouts and output term.
         wishes: Targets of the contractions aimed at (:data:`Wishes`).
         memo: :func:`_aimed`'s answers.
+        above: The kernels' labels of size above 1 by term (:data:`AboveOne`).
         track: Whether another pass follows (without: only the lowered events).
         kept: The last pass's records: a contraction whose inputs have the very layouts
             and whose wishes are the ones it had then gives what it gave then, so a pass
@@ -263,13 +281,13 @@ def _lower_pass(
             hit = done.get(key)
             if hit is None:
                 out_term = event.equation.partition("->")[2]
-                chosen = _chosen(event, given, out_term, sizes, cache, targets, memo)
+                chosen = _chosen(event, given, out_term, sizes, cache, targets, memo, above)
                 hit = (_with_kernel(event, chosen), Layout.packed(out_term, chosen.out_order),
                        event, given)
                 done[key] = hit
             record = (given, targets, hit[0], hit[1], ())
         else:
-            record = _lower_forward(event, given, sizes, cache, targets, memo,
+            record = _lower_forward(event, given, sizes, cache, targets, memo, above,
                                     freed_in_forward)
         for name, layout in record[4]:
             layouts[name] = layout
@@ -300,11 +318,12 @@ assert Event._fields[_KERNEL + 1] == "workspace"
 def _lower_forward(
     event: Event, given: tuple[Layout, ...], sizes: Mapping[str, int],
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
-    targets: tuple[tuple[str, ...], ...] | None, memo: Aimed, freed_in_forward: set[str],
+    targets: tuple[tuple[str, ...], ...] | None, memo: Aimed, above: AboveOne,
+    freed_in_forward: set[str],
 ) -> _Record:
     """A forward contraction's record: a copy of an input kept for backward is promoted."""
     lhs, _, out_term = event.equation.partition("->")
-    kernel = _chosen(event, given, out_term, sizes, cache, targets, memo)
+    kernel = _chosen(event, given, out_term, sizes, cache, targets, memo, above)
     promoted: tuple[tuple[str, Layout], ...] = ()
     if kernel.kind == "bmm":
         terms = lhs.split(",")
@@ -343,13 +362,14 @@ def _chosen(
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
     targets: tuple[tuple[str, ...], ...] | None,
     memo: Aimed,
+    above: AboveOne,
 ) -> Kernel:
     """The event's kernel: a wished output layout when that copies less overall."""
-    kernel = cached_kernel(inputs, out_term, sizes, cache)
+    kernel = cached_kernel(inputs, out_term, sizes, cache, above)
     if (targets is None or event.view or len(inputs) != 2
             or tuple(kernel.out_order) in targets):
         return kernel
-    aimed = _aimed(inputs, out_term, sizes, targets, memo)
+    aimed = _aimed(inputs, out_term, sizes, targets, memo, above)
     # The product that reads the result saves a copy of all of it.
     if aimed is not None and (copied_elements(aimed, sizes)
                               < copied_elements(kernel, sizes) + event.elements):

@@ -25,10 +25,18 @@ models each once (:func:`remembered`).
 Everything is remembered only inside :func:`remembered_paths` (``analyze`` opens it for
 its limits and its search), and forgotten when it ends: an analysis never reuses
 another's work, so timing repeated analyses measures each in full.
+
+**Collections.** An analysis builds hundreds of thousands of small tuples (events,
+layouts, kernels) and keeps them in these tables until it ends. Python's cyclic
+garbage collector, run every 700 allocations, walks them again and again, though they
+hold no reference cycles: 15% of the CPU time of a 500-tensor analysis, 5% at 100.
+:func:`paused_collection` pauses it while the analysis runs; anything cyclic made
+meanwhile is collected at the next collection after it.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -36,7 +44,8 @@ from typing import Any
 
 from .equation import Equation
 
-__all__ = ["deterministic_path", "remembered_paths", "remembered", "shared_table", "strategy_key"]
+__all__ = ["deterministic_path", "paused_collection", "remembered_paths", "remembered",
+           "shared_table", "strategy_key"]
 
 _Memo = dict[tuple[Any, ...], Any]
 _SCOPE: ContextVar[_Memo | None] = ContextVar("einsum_analyze_memo", default=None)
@@ -53,6 +62,23 @@ def remembered_paths() -> Iterator[None]:
         yield
     finally:
         _SCOPE.reset(token)
+
+
+@contextmanager
+def paused_collection() -> Iterator[None]:
+    """Pause the cyclic garbage collector until the block ends (see the module's text).
+
+    A collector already paused (by the caller, or an outer block) stays paused; one
+    that ran runs again when the block ends, also on an error.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _deterministic(name: str, num_operands: int) -> Callable[..., Any] | None:

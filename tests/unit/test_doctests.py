@@ -43,9 +43,8 @@ def test_discovery_finds_every_module_file():
         for path in root.rglob("*.py")
     }
     assert set(MODULES) == files - NOT_IMPORTED
-    assert {"einsum_analyze.report.budgets", "einsum_analyze.report.cases", "einsum_analyze.report.compare"} <= set(
-        MODULES
-    )
+    assert {"einsum_analyze.report.budgets", "einsum_analyze.report.cases",
+            "einsum_analyze.report.compare"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -223,7 +223,8 @@ def test_ci_core_modules_import_neither_click_rich_nor_torch() -> None:
     import sys
 
     code = (
-        "import sys, einsum_analyze.report.budgets, einsum_analyze.report.cases, einsum_analyze.report.compare;"
+        "import sys, einsum_analyze.report.budgets, einsum_analyze.report.cases,"
+        " einsum_analyze.report.compare;"
         "print(sorted(m for m in ('click', 'rich', 'torch') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

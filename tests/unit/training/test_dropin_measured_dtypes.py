@@ -3,8 +3,9 @@
 The allocator's events (``torch.profiler``, as the CLI's executor measures) give the
 peak of a training step above the caller's operands: forward, then backward on an
 upstream gradient made as backward starts, the output held throughout. The plan's peak
-counts the same, inputs included. Complex runs copy the upstream gradient (backward conjugates its seed in
-place): the plan counts that copy, the one whose last step writes torch's layout too.
+counts the same, inputs included. Complex runs copy the upstream gradient (backward
+conjugates its seed in place): the plan counts that copy, the one whose last step writes
+torch's layout too.
 """
 
 from __future__ import annotations
