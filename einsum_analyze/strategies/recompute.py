@@ -29,6 +29,7 @@ product, nothing summed, costs one). ``recompute`` (option) names a set instead,
 or not. Where no candidate lowers the peak, the schedule is
 reverse mode's. The search (:mod:`einsum_analyze.search`) scores it on every path, so
 the recommendation takes it where its lower peak comes at a small cost in time.
+docs/method.md section 10.1 describes the method and its figures on ``mps-layer``.
 """
 
 from __future__ import annotations
