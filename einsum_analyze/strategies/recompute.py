@@ -39,13 +39,13 @@ from typing import Any
 
 from ..errors import PlanningError
 from ..model.lowering import Layout, lower_events
-from ..model.memory import forward_schedule, input_elements, simulate_memory, tensor_name
+from ..model.memory import input_elements, simulate_memory, tensor_name
 from ..model.planning import Plan
 from ..model.schedule import Event, Kernel
 from .checkpoint_schedule import read_in_backward
 from .common import ScheduleBuilder, StrategyInput, needs_grad
 from .registry import StrategySpec
-from .reverse import _step_gradients
+from .reverse import _step_gradients, forward_and_seed
 
 __all__ = [
     "CHEAP",
@@ -139,18 +139,13 @@ def recompute_events(
     wanted = frozenset(grad)
     remade = frozenset(recompute) if wanted else frozenset()
     _check(plan, wanted, remade)
-    equation = plan.equation
-    num_ops = equation.num_operands
+    num_ops = plan.equation.num_operands
     needs = needs_grad(plan, wanted)
     retain = read_in_backward(plan, wanted) - remade
     producer = {step.output: step for step in plan.steps}
-    builder = ScheduleBuilder(equation.size_dict)
-    builder.events.extend(forward_schedule(plan, retain))
+    builder = forward_and_seed(plan, retain, bool(wanted))
     if not wanted:
         return builder
-    final = plan.steps[-1]
-    builder.alloc(f"g{final.output}", final.output_term, op="seed",
-                  equation=f"->{final.output_term}")
     done: set[int] = set()
 
     def free_kept(inputs: Iterable[int], terms: Iterable[str]) -> None:

@@ -14,7 +14,7 @@ from ..model.planning import Plan, Step, size_of
 from .common import ScheduleBuilder, StrategyInput, needs_grad, single_step_core
 from .registry import StrategySpec
 
-__all__ = ["SPEC", "build_reverse", "reverse_events"]
+__all__ = ["SPEC", "build_reverse", "forward_and_seed", "reverse_events"]
 
 
 def reverse_events(
@@ -31,26 +31,35 @@ def reverse_events(
     """
     equation = plan.equation
     num_ops = equation.num_operands
-    size_dict = equation.size_dict
     needs = needs_grad(plan, grad)
     retain = set(also_retain) if grad else set()
     for step in plan.steps:
         for i in step.inputs:
             if any(needs[j] for j in step.inputs if j != i):
                 retain.add(i)
-    builder = ScheduleBuilder(size_dict)
-    builder.events.extend(forward_schedule(plan, retain))
+    builder = forward_and_seed(plan, retain, bool(grad))
     if not grad:
         return builder
-    final = plan.steps[-1]
-    builder.alloc(f"g{final.output}", final.output_term, op="seed",
-                  equation=f"->{final.output_term}")
     for step in reversed(plan.steps):
         if needs[step.output]:
             _step_gradients(builder, step, needs, num_ops)
         for i, term in zip(step.inputs, step.input_terms, strict=True):
             if i >= num_ops and i in retain:
                 builder.free(tensor_name(i, num_ops), term)
+    return builder
+
+
+def forward_and_seed(plan: Plan, retain: Iterable[int], seed: bool) -> ScheduleBuilder:
+    """A builder holding forward (keeping ``retain``), then the seed where ``seed``.
+
+    The seed is the upstream gradient of the final output, where backward starts.
+    """
+    builder = ScheduleBuilder(plan.equation.size_dict)
+    builder.events.extend(forward_schedule(plan, retain))
+    if seed:
+        final = plan.steps[-1]
+        builder.alloc(f"g{final.output}", final.output_term, op="seed",
+                      equation=f"->{final.output_term}")
     return builder
 
 

@@ -14,10 +14,9 @@ import pytest
 from corpus import CASES, corpus_plan, runnable_cases
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from oracle_checks import assert_close, make_inputs, oracle, small_enough
-from strategies import einsum_problems, grad_subsets
+from oracle_checks import assert_close, drawn_plan, make_inputs, oracle
+from strategies import einsum_problems
 
-from einsum_analyze import parse_equation, plan_contraction
 from einsum_analyze.backends.torch_backend import run_schedule
 from einsum_analyze.model.planning import Plan
 from einsum_analyze.strategies import StrategyResult, build_strategy
@@ -93,10 +92,7 @@ def test_corpus_complex(case):
 @settings(deadline=None, max_examples=80)
 @given(problem=einsum_problems(max_operands=6, ellipsis=False), data=st.data())
 def test_random_equations(problem, data):
-    eq = parse_equation(problem.equation, problem.shapes)
-    plan = plan_contraction(eq, data.draw(st.sampled_from(["greedy", "optimal"])))
-    assume(small_enough(plan))
-    grad = data.draw(grad_subsets(eq.num_operands), label="grad")
+    plan, grad = drawn_plan(problem, data)
     candidates = list(recompute_candidates(plan, grad))
     assume(candidates)
     drawn = data.draw(st.lists(st.sampled_from(candidates), unique=True, min_size=1),
