@@ -7,7 +7,11 @@ import math
 from typing import Any
 
 import torch
+from hypothesis import assume
+from hypothesis import strategies as st
+from strategies import grad_subsets
 
+from einsum_analyze import parse_equation, plan_contraction
 from einsum_analyze.model.planning import Plan
 
 
@@ -50,3 +54,11 @@ def small_enough(plan: Plan) -> bool:
     joint = max(math.prod(eq.size_dict[c] for c in set("".join(step.input_terms)))
                 for step in plan.steps)
     return joint <= SMALL
+
+
+def drawn_plan(problem: Any, data: st.DataObject) -> tuple[Plan, list[int]]:
+    """A drawn problem's plan (greedy or optimal; small enough to run) and drawn grad set."""
+    eq = parse_equation(problem.equation, problem.shapes)
+    plan = plan_contraction(eq, data.draw(st.sampled_from(["greedy", "optimal"])))
+    assume(small_enough(plan))
+    return plan, data.draw(grad_subsets(eq.num_operands), label="grad")

@@ -10,7 +10,9 @@ training budget. Objectives:
   search's device profile (:mod:`einsum_analyze.roofline.time_model`); ties: the lower
   peak. torch.einsum's own execution (the ``torch-autograd`` model on its own path) is a
   candidate: where it fits, a plan is recommended over it only if predicted faster
-  without a higher peak.
+  without a higher peak. A lower peak is worth some time: a plan whose peak is a share
+  ``s`` below the fastest's may be up to ``PEAK_PRICE * s`` slower (half; at most
+  :data:`TIME_SLACK`, 15%), and the least peak among such plans is recommended.
 - ``flops``: training FLOPs (forward + backward + recompute); ties: the lower peak.
 - ``memory``: training peak, inputs included; ties: the fewer FLOPs.
 - ``balanced``: the product of the two, so halving the peak is worth doubling the FLOPs
@@ -56,6 +58,8 @@ from .records import (
 __all__ = [
     "DEFAULT_PROFILE",
     "RECOMMENDED_LABEL",
+    "PEAK_PRICE",
+    "TIME_SLACK",
     "TORCH_SOURCE",
     "check_objective",
     "floor_bytes",
@@ -330,6 +334,9 @@ def _search(
     fallback_names = [n for n in (strategy_names() if fallback else names)
                       if get_strategy(n).lowered and get_strategy(n).fallback]
     names = tuple(n for n in names if n not in fallback_names)
+    # Strategies registered as ``searched`` are scored whether or not they were named.
+    names += tuple(n for n in search_strategies()
+                   if get_strategy(n).searched and n not in names and n not in fallback_names)
     tighter: tuple[int, ...] = ()
     sweep: tuple[int, ...] = ()
     if objective != "flops" or budget is not None:
@@ -435,13 +442,47 @@ def _torch_candidate(forward: Plan, grad: Sequence[int], itemsize: int,
                       known=model, profile=profile, dtype=dtype)
 
 
+TIME_SLACK = 0.15
+"""With the ``time`` objective, the most a plan may be predicted slower than the fastest
+that fits and still be recommended for a lower peak (see :data:`PEAK_PRICE`)."""
+
+PEAK_PRICE = 0.5
+"""Time a lower peak is worth, relatively: a plan whose peak is a share ``s`` below the
+fastest plan's may be up to ``PEAK_PRICE * s`` slower (at most :data:`TIME_SLACK`):
+27% less peak for 11% more time is taken, 1% less for 5% more is not."""
+
+
+def _least_peak_nearly_as_fast(fitting: Sequence[PlanScore], fastest: PlanScore,
+                               torch_plan: PlanScore | None) -> PlanScore:
+    """The plan of least peak among those whose lower peak pays for their extra time.
+
+    A plan qualifies when its predicted time is within ``PEAK_PRICE`` times its relative
+    peak saving over ``fastest``, and :data:`TIME_SLACK`, of ``fastest``'s; never when it
+    is slower than torch.einsum's own execution where that fits (a plan is recommended
+    over it only where it is predicted no slower).
+    """
+    def worth_it(plan: PlanScore) -> bool:
+        saving = 1 - plan.peak_bytes / max(fastest.peak_bytes, 1)
+        bound = fastest.predicted_s * (1 + min(TIME_SLACK, PEAK_PRICE * saving))
+        if torch_plan is not None:
+            bound = min(bound, torch_plan.predicted_s)
+        return plan.predicted_s <= bound
+
+    close = [p for p in fitting if p is fastest or worth_it(p)]
+    return min(close, key=lambda p: (p.peak_bytes, p.predicted_s, p.training_flops))
+
+
 def recommend(result: SearchResult, budget: int | None) -> Recommendation:
     """The plan minimising the objective within ``budget`` (see the module).
 
     Each objective grows with both figures, so the best plan within a budget on the
     training peak is on the Pareto front: the front is all that is searched. Where
     torch.einsum's own execution is on the front and fits, only the plans that peak no
-    higher than it compete with it.
+    higher than it compete with it. With the ``time`` objective, a plan slower than the
+    fastest by at most :data:`PEAK_PRICE` times its relative peak saving (at most
+    :data:`TIME_SLACK`, and no slower than torch.einsum's own where that fits) is as
+    good: the least peak among those is recommended, so a plan that recomputes a cheap
+    intermediate wins for a few percent of time.
     """
     key = objective_key(result.objective)
     fitting = [p for p in result.pareto if p.fits(budget)]
@@ -450,6 +491,8 @@ def recommend(result: SearchResult, budget: int | None) -> Recommendation:
         fitting = [p for p in fitting if p.peak_bytes <= torch_plan.peak_bytes]
     if fitting:
         plan = min(fitting, key=key)
+        if result.objective == "time":
+            plan = _least_peak_nearly_as_fast(fitting, plan, torch_plan)
         return Recommendation(plan=plan, objective=result.objective, budget_bytes=budget,
                               fits=True, label=RECOMMENDED_LABEL)
     return Recommendation(plan=result.smallest_peak, objective=result.objective,

@@ -11,6 +11,9 @@ Strategies are registered by name (:mod:`.registry`); each lives in a module of 
   autograd, as :mod:`einsum_analyze.torch_model` models it.
 - ``checkpoint`` (:mod:`.checkpoint`): reverse mode keeping a chosen set of
   intermediates and recomputing the others during backward (not modelled by default).
+- ``recompute`` (:mod:`.recompute`): reverse mode that remakes cheap one-step
+  intermediates in backward, each step's gradients ordered around them (not modelled by
+  default; the search scores it).
 - ``sliced`` (:mod:`einsum_analyze.slicing.strategy`): the step cut into slices of a few
   indices, each run forward then backward with one of the strategies above, gathered into
   full-size buffers (not modelled by default). It composes the others, so it lives above
@@ -31,6 +34,7 @@ from .checkpoint import SPEC as _CHECKPOINT
 from .common import GradientPlan, ScheduleBuilder, StrategyInput, StrategyResult
 from .gradient_plans import LARGE_NETWORK, SEARCH_LIMIT, SEARCHING_OPTIMIZERS, plan_gradients
 from .independent import SPEC as _INDEPENDENT
+from .recompute import SPEC as _RECOMPUTE
 from .registry import (
     StrategyBuilder,
     StrategySpec,
@@ -70,7 +74,7 @@ __all__ = [
 
 # The built-in strategies, in the order reports list them (``sliced`` comes next, from
 # einsum_analyze.slicing). A new strategy is one module plus one line here.
-for _spec in (_REVERSE, _INDEPENDENT, _TORCH_AUTOGRAD, _CHECKPOINT):
+for _spec in (_REVERSE, _INDEPENDENT, _TORCH_AUTOGRAD, _CHECKPOINT, _RECOMPUTE):
     register_strategy(_spec)
 
 STRATEGIES: tuple[str, ...] = default_strategy_names()

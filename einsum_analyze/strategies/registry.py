@@ -71,6 +71,9 @@ class StrategySpec:
         fallback: The search (:mod:`einsum_analyze.search`) scores it only when a budget
             is given and no other plan fits it (``sliced``: it trades FLOPs for memory
             beyond what the others reach).
+        searched: The search scores it on every path whether or not the caller named
+            it (``recompute``: it lowers the peak of reverse mode's plans at a small
+            cost in time, so the recommendation may weigh it without being asked to).
         options: The strategy's options and their default values; callers may override
             them by name (``analyze(..., strategy_options={NAME: {...}})``).
         dropin_options: Options the drop-in einsum (:mod:`einsum_analyze.torch`) gives
@@ -87,6 +90,7 @@ class StrategySpec:
     default_max_operands: int | None = None
     own_path: bool = False
     fallback: bool = False
+    searched: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
     dropin_options: Mapping[str, Any] = field(default_factory=dict)
 

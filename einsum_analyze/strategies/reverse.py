@@ -14,7 +14,7 @@ from ..model.planning import Plan, Step, size_of
 from .common import ScheduleBuilder, StrategyInput, needs_grad, single_step_core
 from .registry import StrategySpec
 
-__all__ = ["SPEC", "build_reverse", "reverse_events"]
+__all__ = ["SPEC", "build_reverse", "forward_and_seed", "reverse_events"]
 
 
 def reverse_events(
@@ -31,20 +31,15 @@ def reverse_events(
     """
     equation = plan.equation
     num_ops = equation.num_operands
-    size_dict = equation.size_dict
     needs = needs_grad(plan, grad)
     retain = set(also_retain) if grad else set()
     for step in plan.steps:
         for i in step.inputs:
             if any(needs[j] for j in step.inputs if j != i):
                 retain.add(i)
-    builder = ScheduleBuilder(size_dict)
-    builder.events.extend(forward_schedule(plan, retain))
+    builder = forward_and_seed(plan, retain, bool(grad))
     if not grad:
         return builder
-    final = plan.steps[-1]
-    builder.alloc(f"g{final.output}", final.output_term, op="seed",
-                  equation=f"->{final.output_term}")
     for step in reversed(plan.steps):
         if needs[step.output]:
             _step_gradients(builder, step, needs, num_ops)
@@ -54,17 +49,44 @@ def reverse_events(
     return builder
 
 
+def forward_and_seed(plan: Plan, retain: Iterable[int], seed: bool) -> ScheduleBuilder:
+    """A builder holding forward (keeping ``retain``), then the seed where ``seed``.
+
+    The seed is the upstream gradient of the final output, where backward starts.
+    """
+    builder = ScheduleBuilder(plan.equation.size_dict)
+    builder.events.extend(forward_schedule(plan, retain))
+    if seed:
+        final = plan.steps[-1]
+        builder.alloc(f"g{final.output}", final.output_term, op="seed",
+                      equation=f"->{final.output_term}")
+    return builder
+
+
 def _step_gradients(
-    builder: ScheduleBuilder, step: Step, needs: Mapping[int, bool], num_ops: int
+    builder: ScheduleBuilder, step: Step, needs: Mapping[int, bool], num_ops: int,
+    positions: Iterable[int] | None = None, release: bool = True,
 ) -> None:
-    """The gradients of one step's inputs from the gradient of its output."""
+    """The gradients of one step's inputs from the gradient of its output.
+
+    Args:
+        builder: Receives the events.
+        step: The forward step.
+        needs: Whether each tensor (by single-use id) leads to a wanted gradient.
+        num_ops: Operands of the equation.
+        positions: The step inputs (by position) whose gradients to make; None: every
+            one that needs a gradient.
+        release: The output's gradient is done with afterwards: the last gradient may
+            take it over, else it is freed (False: it stays live for more gradients).
+    """
     size_dict = builder.size_dict
     upstream = f"g{step.output}"
     consumed = False
     # Smallest gradient first: its workspace comes and goes before the large one
     # is allocated.
+    chosen = (range(len(step.inputs)) if positions is None else positions)
     wanted = sorted(
-        (pos for pos, i in enumerate(step.inputs) if needs[i]),
+        (pos for pos in chosen if needs[step.inputs[pos]]),
         key=lambda pos: size_of(step.input_terms[pos], size_dict),
     )
     for pos in wanted:
@@ -80,9 +102,9 @@ def _step_gradients(
             target_term=step.input_terms[pos],
             operand=i if i < num_ops else None,
             prefix=f"c{i}.",
-            can_consume=pos == wanted[-1],
+            can_consume=release and pos == wanted[-1],
         )
-    if not consumed:
+    if release and not consumed:
         builder.free(upstream, step.output_term)
 
 

@@ -24,7 +24,7 @@ import torch
 from corpus import CASES, corpus_plan, runnable_cases
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from oracle_checks import assert_close, make_inputs, oracle, small_enough
+from oracle_checks import assert_close, drawn_plan, make_inputs, oracle, small_enough
 from strategies import einsum_problems, grad_subsets
 
 from einsum_analyze import parse_equation, plan_contraction
@@ -151,10 +151,7 @@ def test_tn18_midpoint_runs_and_recomputes():
 @settings(deadline=None, max_examples=60)
 @given(problem=einsum_problems(max_operands=6, ellipsis=False), data=st.data())
 def test_random_equations(problem, data):
-    eq = parse_equation(problem.equation, problem.shapes)
-    plan = plan_contraction(eq, data.draw(st.sampled_from(["greedy", "optimal"])))
-    assume(small_enough(plan))
-    grad = data.draw(grad_subsets(eq.num_operands), label="grad")
+    plan, grad = drawn_plan(problem, data)
     intermediates = [step.output for step in plan.steps[:-1]]
     policy = data.draw(
         st.one_of(st.sampled_from(POLICIES),

@@ -496,7 +496,7 @@ def restore_registry():
 
 def test_registry_lists_the_builtin_strategies_in_order():
     assert strategy_names() == ("reverse", "independent", "torch-autograd", "checkpoint",
-                                "sliced")
+                                "recompute", "sliced")
     # checkpoint and sliced are modelled when asked for (they search): not by default.
     assert STRATEGIES == default_strategy_names() == strategy_names()[:3]
     assert get_strategy("independent").needs_gradient_plans
@@ -507,7 +507,7 @@ def test_registry_lists_the_builtin_strategies_in_order():
 
 def test_unknown_strategy_lists_the_valid_names():
     message = (r"unknown strategy 'tiled'; choose from: reverse, independent, torch-autograd, "
-               r"checkpoint, sliced")
+               r"checkpoint, recompute, sliced")
     with pytest.raises(PlanningError, match=message):
         get_strategy("tiled")
     with pytest.raises(PlanningError, match=message):
@@ -532,7 +532,7 @@ def test_register_replace_keeps_the_place(restore_registry):
                         description="reverse in disguise")
     register_strategy(spec, replace=True)
     assert strategy_names() == ("reverse", "independent", "torch-autograd", "checkpoint",
-                                "sliced")
+                                "recompute", "sliced")
     assert get_strategy("independent") is spec
 
 
