@@ -190,7 +190,9 @@ def simulate_memory(
                 if name in caller:
                     caller.discard(name)
                     caller.add(event.tensor)
-            top = total + sum(nbytes(w) for w in event.workspace)
+            top = total
+            if event.workspace:  # most steps have none: no generator for them
+                top += sum(map(nbytes, event.workspace))
             if upcasts and event.kernel is not None and event.kernel.upcast:
                 top = max(top, *(base + made * itemsize + 4 * extra
                                  for made, extra in event.kernel.upcast))
