@@ -326,7 +326,8 @@ def _lower_forward(
     lhs, _, out_term = event.equation.partition("->")
     kernel = _chosen(event, given, out_term, sizes, cache, targets, memo, above)
     promoted: tuple[tuple[str, Layout], ...] = ()
-    if kernel.kind == "bmm":
+    # Only a bmm copies an input; most copy neither (no generator for them).
+    if kernel.kind == "bmm" and (kernel.inputs[0].copy or kernel.inputs[1].copy):
         terms = lhs.split(",")
         promote = tuple(
             position
