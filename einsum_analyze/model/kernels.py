@@ -153,7 +153,11 @@ def _prepare_pair(
     b_labels = _above_one(b_layout.dims, sizes, memo)
     a_prep = _prepare(a_layout, a_labels - b_labels - big, sizes)
     b_prep = _prepare(b_layout, b_labels - a_labels - big, sizes)
-    return a_labels, b_labels, a_prep, b_prep, [w for w in (a_prep[4], b_prep[4]) if w]
+    # Explicit tests rather than a comprehension: this runs for every kernel chosen.
+    workspace = [a_prep[4]] if a_prep[4] else []
+    if b_prep[4]:
+        workspace.append(b_prep[4])
+    return a_labels, b_labels, a_prep, b_prep, workspace
 
 
 def lower_contraction(
@@ -263,7 +267,10 @@ def _bmm_kernel(
     workspace: list[int], sizes: Mapping[str, int],
 ) -> Kernel:
     """A batched matmul of ``a`` and ``b``; each input's copy, if any, joins the workspace."""
-    workspace += [_elements(prep.copy, sizes) for prep in (a, b) if prep.copy]
+    if a.copy:
+        workspace.append(_elements(a.copy, sizes))
+    if b.copy:
+        workspace.append(_elements(b.copy, sizes))
     return Kernel(kind="bmm", inputs=(a, b), batch=batch, left=left, contracted=contracted,
                   right=right, out_order=out_order, workspace=tuple(workspace))
 
@@ -399,8 +406,8 @@ def _with_upcasts(kernel: Kernel, layouts: Sequence[Layout], sizes: Mapping[str,
     Each entry of :attr:`Kernel.upcast` says what of the step's own tensors is live
     then (elements of the dtype) and how many float32 elements the sum adds.
     """
-    if kernel.kind not in ("reduce", "mul", "bmm") or not any(
-            prep.reduce for prep in kernel.inputs):
+    inputs = kernel.inputs  # none for an "einsum", one for a "reduce" or a "copy"
+    if not inputs or not (inputs[0].reduce or (len(inputs) > 1 and inputs[1].reduce)):
         return kernel
     upcast: list[tuple[int, int]] = []
     made = 0  # elements of the step's buffers made before this input's sum

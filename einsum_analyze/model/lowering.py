@@ -294,8 +294,9 @@ def _lower_pass(
         layouts[event.tensor] = record[3]
         if track:
             records[index] = record
-            if sources != (None, None):
-                _wish(record[2], sources, found)
+            product = record[2].kernel
+            if product is not None and product.kind == "bmm" and sources != (None, None):
+                _wish(product, sources, found)
             # The contraction that made a tensor, when its layout can be aimed.
             if len(event.inputs) == 2 and not event.view:
                 producer[event.tensor] = index
@@ -341,11 +342,8 @@ def _lower_forward(
     return (given, targets, done_event, Layout.packed(out_term, kernel.out_order), promoted)
 
 
-def _wish(event: Event, sources: tuple[int | None, ...], found: Wishes) -> None:
-    """Record the layouts a product copies contraction results into."""
-    kernel = event.kernel
-    if kernel is None or kernel.kind != "bmm":
-        return
+def _wish(kernel: Kernel, sources: tuple[int | None, ...], found: Wishes) -> None:
+    """Record the layouts a bmm copies contraction results into."""
     for position, source in enumerate(sources):
         if source is None or source in found:
             continue
