@@ -38,6 +38,7 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from ..errors import PlanningError
+from ..model.deadline import past_deadline
 from ..model.lowering import Layout, lower_events
 from ..model.memory import input_elements, simulate_memory, tensor_name
 from ..model.planning import Plan
@@ -198,17 +199,21 @@ def _peak(plan: Plan, grad: frozenset[int], recompute: frozenset[int], itemsize:
 def choose_recompute(
     plan: Plan, grad: Collection[int], itemsize: int, *, max_flops_per_element: float = CHEAP,
     upstream_copy: bool = False,
-) -> tuple[frozenset[int], int]:
-    """The greedy set of the module and its training peak (bytes, inputs included)."""
+) -> frozenset[int]:
+    """The greedy set of the module (empty where no cheap candidate lowers the peak)."""
     wanted = frozenset(grad)
     producer = {step.output: step for step in plan.steps}
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] = {}
     chosen: frozenset[int] = frozenset()
-    best = _peak(plan, wanted, chosen, itemsize, upstream_copy, cache)
     left = [i for i in recompute_candidates(plan, wanted)
             if producer[i].flops <= max_flops_per_element * producer[i].output_elements
             ][:MAX_CANDIDATES]
-    while left:
+    if not left:
+        return chosen
+    best = _peak(plan, wanted, chosen, itemsize, upstream_copy, cache)
+    # Each round replays the schedule once per candidate: the search's deadline
+    # (model/deadline.py) stops adding more, keeping what was chosen so far.
+    while left and not past_deadline():
         trials = []
         for i in left:
             if not _compatible(plan, i, chosen):
@@ -221,7 +226,7 @@ def choose_recompute(
         best, _, pick = min(trials)
         chosen = chosen | {pick}
         left.remove(pick)
-    return chosen, best
+    return chosen
 
 
 def build_recompute(given: StrategyInput) -> ScheduleBuilder:
@@ -232,7 +237,7 @@ def build_recompute(given: StrategyInput) -> ScheduleBuilder:
         chosen = frozenset(int(i) for i in named)
     else:
         cheap = float(given.options.get("max_flops_per_element", CHEAP))
-        chosen, _ = choose_recompute(plan, grad, given.itemsize, max_flops_per_element=cheap,
+        chosen = choose_recompute(plan, grad, given.itemsize, max_flops_per_element=cheap,
                                      upstream_copy=given.upstream_copy)
     builder = recompute_events(plan, grad, chosen)
     producer = {step.output: step for step in plan.steps}
