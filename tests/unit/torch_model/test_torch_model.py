@@ -29,7 +29,8 @@ def schedule(text: str, shapes, grad):
     return torch_autograd_schedule(parse_equation(text, shapes), grad)
 
 
-@pytest.mark.parametrize("name", ["einsum_analyze.torch_model.forward", "einsum_analyze.torch_model.layout",
+@pytest.mark.parametrize("name", ["einsum_analyze.torch_model.forward",
+                                  "einsum_analyze.torch_model.layout",
                                   "einsum_analyze.torch_model.backward"])
 def test_docstring_examples(name):
     module = importlib.import_module(name)
