@@ -99,8 +99,9 @@ def main() -> int:
     device, cases = _common.read_cases(args)
     use_clock(device, args)
     rows: list[dict[str, Any]] = []
+    limit = _common.TimeLimit(args.max_seconds)
     print(f"{'case':20} {'strategy':16} {'measured':>10} {'predicted':>10} {'pred/meas':>9}")
-    for case in cases:
+    for case in limit.cases(cases):
         for row in run_case(case, device, args.scale, args.dtype, args.repeats, args.warmup):
             rows.append(row)
             inside = LOW <= (row["ratio"] or 0) <= HIGH
@@ -114,8 +115,9 @@ def main() -> int:
         print(f"\nruns above {args.above * 1e3:g} ms: {len(inside)} of {len(counted)} within "
               f"[{LOW}, {HIGH}]; predicted/measured median {statistics.median(ratios):.2f}, "
               f"range {min(ratios):.2f} to {max(ratios):.2f}")
+    limit.report()
     _common.finish(device, rows, args.json, dtype=args.dtype, above_s=args.above,
-                   clock=args.clock)
+                   left_out=limit.left_out, clock=args.clock)
     return 0
 
 
