@@ -17,7 +17,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from itertools import filterfalse
 from operator import itemgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .schedule import InputPrep, Kernel
 
@@ -81,16 +81,18 @@ def _blocks(order: tuple[str, ...], first: tuple[str, ...], second: tuple[str, .
             third: tuple[str, ...]) -> bool:
     """Whether ``order`` is ``first`` then the other two groups, in either order.
 
-    Each group must be contiguous; ``first`` and ``second`` must be in exactly the given
-    label order, ``third`` in any order.
+    Each group must be contiguous; ``first`` and ``second`` in exactly the given label
+    order. ``third`` is the labels of ``order`` in one set, in ``order``'s own order (what
+    :func:`_within` gives), so that a contiguous run of them compares as a tuple.
     """
     n1 = len(first)
     if order[:n1] != first:
         return False
-    n2, n3 = n1 + len(second), n1 + len(third)
-    if order[n1:n2] == second and set(order[n2:]) == set(third):
+    n2 = n1 + len(second)
+    if order[n1:n2] == second and order[n2:] == third:
         return True
-    return order[n3:] == second and set(order[n1:n3]) == set(third)
+    n3 = n1 + len(third)
+    return order[n3:] == second and order[n1:n3] == third
 
 
 def _elements(labels: Sequence[str], sizes: Mapping[str, int]) -> int:
@@ -102,18 +104,55 @@ def _elements(labels: Sequence[str], sizes: Mapping[str, int]) -> int:
 # these loops run in C.
 
 
-AboveOne = dict[str, frozenset[str]]
-"""Each term's labels of size above 1, by the term, over one ``sizes``: the lowering asks
-for the same terms in every pass, and a term's text hashes once."""
+AboveOne = dict[Any, Any]
+"""Label sets over one ``sizes``, remembered: each term's labels of size above 1 by the
+term (:func:`_above_one`), and the :class:`_Roles` of the labels of a product's two
+input terms and output by the three terms. The lowering asks for the same terms in
+every pass, and a term's text hashes once."""
 
 
 def _above_one(labels: str, sizes: Mapping[str, int], memo: AboveOne | None) -> frozenset[str]:
     """The labels whose size is not 1 (a set comprehension beats ``compress`` here)."""
     if memo is None:
         return frozenset({char for char in labels if sizes[char] != 1})
-    found = memo.get(labels)
+    found: frozenset[str] | None = memo.get(labels)
     if found is None:
         found = memo[labels] = frozenset({char for char in labels if sizes[char] != 1})
+    return found
+
+
+class _Roles(NamedTuple):
+    """What each label of size above 1 is in a product ``A, B -> C``, from the terms alone.
+
+    ``private_a`` and ``private_b``: summed away before the product; ``contracted``: in
+    both inputs, not in the output; ``batch``, ``left``, ``right``: in the output and in
+    both inputs, in A only, in B only.
+    """
+
+    a: frozenset[str]
+    b: frozenset[str]
+    out: frozenset[str]
+    private_a: frozenset[str]
+    private_b: frozenset[str]
+    contracted: frozenset[str]
+    batch: frozenset[str]
+    left: frozenset[str]
+    right: frozenset[str]
+
+
+def _roles(a_dims: str, b_dims: str, output: str, sizes: Mapping[str, int],
+           memo: AboveOne | None) -> _Roles:
+    """The :class:`_Roles` of a product's labels, through ``memo`` when one is given."""
+    key = (a_dims, b_dims, output)
+    found: _Roles | None = memo.get(key) if memo is not None else None
+    if found is None:
+        a = _above_one(a_dims, sizes, memo)
+        b = _above_one(b_dims, sizes, memo)
+        big = _above_one(output, sizes, memo)
+        found = _Roles(a, b, big, a - b - big, b - a - big, (a & b) - big, big & a & b,
+                       big & a - b, big & b - a)
+        if memo is not None:
+            memo[key] = found
     return found
 
 
@@ -140,24 +179,26 @@ _Prepared = tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...], int]
 
 
 def _prepare_pair(
-    layouts: Sequence[Layout], big: frozenset[str], sizes: Mapping[str, int],
-    memo: AboveOne | None,
-) -> tuple[frozenset[str], frozenset[str], _Prepared, _Prepared, list[int]]:
+    layouts: Sequence[Layout], roles: _Roles, sizes: Mapping[str, int],
+) -> tuple[_Prepared, _Prepared, list[int], frozenset[str]]:
     """Both inputs of a product, each summed over its private labels (:func:`_prepare`).
 
-    Returns each input's labels of size above 1, each one's preparation and the
-    workspace of the sums.
+    Returns each input's preparation, the workspace of the sums and the contracted labels.
     """
     a_layout, b_layout = layouts
-    a_labels = _above_one(a_layout.dims, sizes, memo)
-    b_labels = _above_one(b_layout.dims, sizes, memo)
-    a_prep = _prepare(a_layout, a_labels - b_labels - big, sizes)
-    b_prep = _prepare(b_layout, b_labels - a_labels - big, sizes)
+    a_prep = _prepare(a_layout, roles.private_a, sizes)
+    b_prep = _prepare(b_layout, roles.private_b, sizes)
     # Explicit tests rather than a comprehension: this runs for every kernel chosen.
     workspace = [a_prep[4]] if a_prep[4] else []
     if b_prep[4]:
         workspace.append(b_prep[4])
-    return a_labels, b_labels, a_prep, b_prep, workspace
+    # The first input's memory holds all its labels (as a rule): its contracted labels
+    # are the terms'. Otherwise those of its memory order.
+    if len(a_layout.memory) == len(roles.a):
+        contracted = roles.contracted
+    else:
+        contracted = frozenset(a_prep[0]) & roles.b - roles.out
+    return a_prep, b_prep, workspace, contracted
 
 
 def lower_contraction(
@@ -192,9 +233,9 @@ def _lower_contraction(
     if len(layouts) > 2:
         # torch.einsum's result, copied contiguous: its labels in the output's order.
         return Kernel(kind="einsum", inputs=(), out_order=_memory_labels(output, sizes)[0])
-    big = _above_one(output, sizes, above)
     if len(layouts) == 1:
         (layout,) = layouts
+        big = _above_one(output, sizes, above)
         private = set(layout.dims) - big
         order, dense, reduce, keep, work = _prepare(layout, private, sizes)
         prep = InputPrep(reduce=reduce, keep=keep, copy=(), order=order)
@@ -204,15 +245,15 @@ def _lower_contraction(
             return Kernel(kind="reduce", inputs=(prep,), out_order=kept)
         return Kernel(kind="copy", inputs=(prep,), out_order=kept)
 
-    a_labels, b_labels, a_prep, b_prep, workspace = _prepare_pair(layouts, big, sizes, above)
+    roles = _roles(layouts[0].dims, layouts[1].dims, output, sizes, above)
+    a_prep, b_prep, workspace, contracted_set = _prepare_pair(layouts, roles, sizes)
     a_order, a_dense, a_reduce, a_keep, _ = a_prep
     b_order, b_dense, b_reduce, b_keep, _ = b_prep
-    contracted_set = set(a_order) & b_labels - big
-    left = _within(a_order, big - b_labels)
-    right = _within(b_order, big - a_labels)
+    left = _within(a_order, roles.left)
+    right = _within(b_order, roles.right)
 
     if not contracted_set:
-        batch = _within(a_order, b_labels)
+        batch = _within(a_order, roles.b)
         out_order = batch + left + right
         return Kernel(
             kind="mul",
@@ -230,15 +271,16 @@ def _lower_contraction(
     # Take the batch and contracted orders from one input or the other, whichever
     # leaves less to copy (the larger input on a tie).
     a_size, b_size = _elements(a_order, sizes), _elements(b_order, sizes)
-    choices = []
-    batch_set = big & a_labels & b_labels
-    orders: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
+    choices: list[tuple[int, tuple[str, ...], tuple[str, ...], tuple[str, ...],
+                        tuple[str, ...]]] = []
+    batch_set = roles.batch
     for reference in ((a_order, b_order) if a_size >= b_size else (b_order, a_order)):
+        if choices and choices[0][0] == 0:
+            break  # the first choice copies nothing: it stands
         batch = _within(reference, batch_set)
         contracted = _within(reference, contracted_set)
-        if (batch, contracted) in orders:
+        if choices and batch == choices[0][1] and contracted == choices[0][2]:
             break  # the same orders again: the first choice stands
-        orders.add((batch, contracted))
         a_copy: tuple[str, ...] = ()
         if not (a_dense and _blocks(a_order, batch, contracted, left)):
             a_copy = batch + left + contracted
@@ -321,14 +363,11 @@ def _lower_to_layouts(
     layouts: Sequence[Layout], output: str, sizes: Mapping[str, int],
     targets: Sequence[Sequence[str]], above: AboveOne | None,
 ) -> list[Kernel | None]:
-    big = _above_one(output, sizes, above)
-    a_labels, b_labels, a_prep, b_prep, workspace = _prepare_pair(layouts, big, sizes, above)
+    roles = _roles(layouts[0].dims, layouts[1].dims, output, sizes, above)
+    a_prep, b_prep, workspace, contracted_set = _prepare_pair(layouts, roles, sizes)
     a_order, a_dense, a_reduce, a_keep, _ = a_prep
     b_order, b_dense, b_reduce, b_keep, _ = b_prep
-    contracted_set = set(a_order) & b_labels - big
-    batch_set = big & a_labels & b_labels
-    left_set = big & a_labels - b_labels
-    right_set = big & b_labels - a_labels
+    big, batch_set, left_set, right_set = roles.out, roles.batch, roles.left, roles.right
     kernels: list[Kernel | None] = []
     for wished in targets:
         target = tuple(wished)
@@ -341,7 +380,7 @@ def _lower_to_layouts(
                     InputPrep(reduce=a_reduce, keep=a_keep, copy=(), order=a_order),
                     InputPrep(reduce=b_reduce, keep=b_keep, copy=(), order=b_order),
                 ),
-                batch=_within(a_order, b_labels),
+                batch=_within(a_order, roles.b),
                 left=_within(a_order, left_set),
                 right=_within(b_order, right_set),
                 out_order=target,
@@ -356,7 +395,7 @@ def _lower_to_layouts(
 def _bmm_to(
     a_prep: _Prepared, b_prep: _Prepared,
     groups: tuple[frozenset[str], frozenset[str], frozenset[str]],
-    contracted_set: set[str], target: tuple[str, ...], workspace: list[int],
+    contracted_set: frozenset[str], target: tuple[str, ...], workspace: list[int],
     sizes: Mapping[str, int],
 ) -> Kernel | None:
     """The bmm writing ``target`` (None: its groups cannot be split so)."""
@@ -375,6 +414,8 @@ def _bmm_to(
         return None
     choices: list[tuple[int, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = []
     for reference in (a_order, b_order):
+        if choices and choices[0][0] == 0:
+            break  # the first choice copies nothing: it stands
         contracted = _within(reference, contracted_set)
         if choices and contracted == choices[0][1]:
             break  # the same order again: the first choice stands

@@ -11,6 +11,7 @@ Everything here works on labels and sizes; no arrays.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 
 from .kernels import (
@@ -66,9 +67,12 @@ def lower_events(
     above: AboveOne = shared_table("above", sizes)
     track = lookahead and len(events) <= LOOKAHEAD_EVENTS
     operands = {f"in{k}": Layout.contiguous(term, sizes) for k, term in enumerate(operand_terms)}
-    best, wishes, seen, kept = _lower_pass(events, operands, sizes, cache, {}, memo, above,
-                                           track=track)
-    if not track or not wishes:
+    sources = _sources(events) if track else None
+    # Intermediates the forward pass frees are not kept for backward.
+    freed = {e.tensor for e in events if e.kind == "free" and e.phase == "forward"}
+    best, wishes, kept = _lower_pass(events, operands, sizes, cache, {}, memo, above, freed,
+                                     sources=sources)
+    if sources is None or not wishes:
         return best
     counted: Counted = {}
     best_copied = _copied(best, sizes, counted)
@@ -76,9 +80,9 @@ def lower_events(
     for _ in range(_PASSES):
         if not wishes or not best_copied:
             break
-        wishes = _propagate(current, seen, sizes, wishes, memo, above)
-        current, found, seen, kept = _lower_pass(events, operands, sizes, cache, wishes, memo,
-                                                 above, kept=kept)
+        wishes = _propagate(current, kept, sources, sizes, wishes, memo, above)
+        current, found, kept = _lower_pass(events, operands, sizes, cache, wishes, memo,
+                                           above, freed, sources=sources, kept=kept)
         copied = _copied(current, sizes, counted)
         if copied >= best_copied:
             break
@@ -102,10 +106,35 @@ Wishes = dict[int, tuple[tuple[str, ...], ...]]
 """Memory orders in which a product reads a contraction's result without a copy, by the
 position of the contraction in the schedule (names are reused once freed)."""
 
-Seen = list[tuple[tuple[Layout, ...], tuple[int | None, ...]] | None]
-"""For each event of a pass, its inputs' layouts and the positions of the contractions
-that made them (None for an input made otherwise); None for events other than
-contractions."""
+Sources = list[tuple[int | None, ...] | None]
+"""For each contraction of a schedule, the positions of the contractions that made its
+inputs (None for an input made otherwise: an operand, a view, a seed); None for the other
+events. It depends on the schedule alone, so every pass shares it."""
+
+
+def _sources(events: Sequence[Event]) -> Sources:
+    """Each contraction's :data:`Sources`, from the events alone.
+
+    An input's source is the contraction that made it, when that one's layout can be
+    aimed (two inputs, not viewed), until the tensor is freed or viewed.
+    """
+    producer: dict[str, int] = {}
+    made_by = producer.get
+    sources: Sources = []
+    for index, event in enumerate(events):
+        op = event.op
+        if event.kind == "free" or op != "contract":
+            producer.pop(event.tensor, None)
+            if op == "view" and event.kind != "free":
+                producer.pop(event.inputs[0], None)
+            sources.append(None)
+            continue
+        sources.append(tuple(map(made_by, event.inputs)))
+        if len(event.inputs) == 2 and not event.view:
+            producer[event.tensor] = index
+        else:
+            producer.pop(event.tensor, None)
+    return sources
 
 
 Counted = dict[int, tuple[Kernel, int]]
@@ -126,25 +155,32 @@ def _copied(events: Sequence[Event], sizes: Mapping[str, int], counted: Counted)
     return total
 
 
-def _propagate(lowered: Sequence[Event], seen: Seen, sizes: Mapping[str, int],
+def _propagate(lowered: Sequence[Event], kept: Kept, sources: Sources, sizes: Mapping[str, int],
                wishes: Wishes, memo: Aimed, above: AboveOne) -> Wishes:
     """Wishes passed up the tree: a wished result's inputs wished as it needs them.
 
     Latest event first, so that a chain of contractions passes its last product's wish
-    all the way up in one sweep. A contraction takes wishes from its own phase only.
+    all the way up in one sweep (a wish goes to an earlier event: a heap of the wished
+    positions visits each once, latest first). A contraction takes wishes from its own
+    phase only.
     """
     wishes = dict(wishes)
-    for index in reversed(range(len(lowered))):
-        event, entry = lowered[index], seen[index]
-        targets = wishes.get(index)
-        if targets is None or entry is None or len(entry[0]) != 2 or event.view:
+    heap = [-index for index in wishes]
+    heapq.heapify(heap)
+    while heap:
+        index = -heapq.heappop(heap)
+        event, record, made = lowered[index], kept[index], sources[index]
+        if record is None or made is None or len(record[0]) != 2 or event.view:
             continue
-        aimed = _aimed(entry[0], event.equation.partition("->")[2], sizes, targets, memo, above)
+        aimed = _aimed(record[0], event.equation.partition("->")[2], sizes, wishes[index],
+                       memo, above)
         if aimed is None:
             continue
-        for position, (source, prep) in enumerate(zip(entry[1], aimed.inputs, strict=True)):
+        for position, (source, prep) in enumerate(zip(made, aimed.inputs, strict=True)):
             if (source is not None and prep.copy and not prep.reduce
                     and lowered[source].phase == event.phase):
+                if source not in wishes:
+                    heapq.heappush(heap, -source)
                 wishes[source] = readable_orders(aimed, position)
     return wishes
 
@@ -184,9 +220,10 @@ Kept = list["_Record | None"]
 """What a pass lowered at each position, for the next pass to reuse (None: not kept)."""
 
 _Record = tuple[tuple[Layout, ...], tuple[tuple[str, ...], ...] | None, Event, Layout,
-                tuple[tuple[str, Layout], ...]]
+                tuple[tuple[str, Layout], ...], tuple[tuple[int, tuple[tuple[str, ...], ...]], ...]]
 """An event's input layouts and wished targets, then what they gave: the lowered event,
-its output's layout, and the inputs it promoted to a new layout (forward copies kept)."""
+its output's layout, the inputs it promoted to a new layout (forward copies kept), and
+the wishes its product makes (:func:`_wishes_of`)."""
 
 
 def _lower_pass(
@@ -197,10 +234,11 @@ def _lower_pass(
     wishes: Wishes,
     memo: Aimed,
     above: AboveOne,
+    freed_in_forward: set[str],
     *,
-    track: bool = True,
+    sources: Sources | None = None,
     kept: Kept | None = None,
-) -> tuple[tuple[Event, ...], Wishes, Seen, Kept]:
+) -> tuple[tuple[Event, ...], Wishes, Kept]:
     """One lowering of ``events``; the contractions in ``wishes`` aim at those layouts.
 
     Args:
@@ -211,66 +249,48 @@ def _lower_pass(
         wishes: Targets of the contractions aimed at (:data:`Wishes`).
         memo: :func:`_aimed`'s answers.
         above: The kernels' labels of size above 1 by term (:data:`AboveOne`).
-        track: Whether another pass follows (without: only the lowered events).
+        freed_in_forward: The tensors the forward phase frees (not kept for backward).
+        sources: The schedule's :data:`Sources` when another pass may follow (None:
+            only the lowered events).
         kept: The last pass's records: a contraction whose inputs have the very layouts
             and whose wishes are the ones it had then gives what it gave then, so a pass
             redoes only what a changed wish reaches.
 
     Returns the lowered events; for the next pass, the layouts each product copied a
-    contraction's result into (the first product's), what each event read
-    (:data:`Seen`) and the records (:data:`Kept`). Without ``track`` the last three are
-    left empty.
+    contraction's result into (the first product's) and the records (:data:`Kept`).
+    Without ``sources`` the last two are left empty.
     """
     layouts: dict[str, Layout] = dict(operands)
     layout_of = layouts.__getitem__
-    # Intermediates the forward pass frees are not kept for backward.
-    freed_in_forward = {e.tensor for e in events if e.kind == "free" and e.phase == "forward"}
-    producer: dict[str, int] = {}
-    made_by = producer.get
+    track = sources is not None
     found: Wishes = {}
     lowered: list[Event] = []
     keep = lowered.append
-    seen: Seen = []
     records: Kept = [None] * len(events) if track else []
     # A schedule may repeat one event object on inputs of the same layouts (the
     # independent strategy's re-rooted cores share their steps): lower it once. The
     # entry holds the key's objects, so that their ids stay theirs.
     done: dict[tuple[object, ...], tuple[Event, Layout, Event, tuple[Layout, ...]]] = {}
-    sources: tuple[int | None, ...] = ()
     for index, event in enumerate(events):
         if event.kind == "free":
             layouts.pop(event.tensor, None)
             keep(event)
-            if track:
-                producer.pop(event.tensor, None)
-                seen.append(None)
             continue
         op = event.op
         if op == "view":
-            if track:
-                seen.append(None)
-            source = layouts.pop(event.inputs[0])
-            producer.pop(event.inputs[0], None)
-            producer.pop(event.tensor, None)
-            layouts[event.tensor] = source
+            layouts[event.tensor] = layouts.pop(event.inputs[0])
             keep(event)
             continue
         if op != "contract":
-            if track:
-                seen.append(None)
             old = kept[index] if kept is not None else None
             made = old[3] if old is not None else Layout.contiguous(
                 event.equation.partition("->")[2], sizes)
             if track:
-                records[index] = ((), None, event, made, ())
-            producer.pop(event.tensor, None)
+                records[index] = ((), None, event, made, (), ())
             layouts[event.tensor] = made
             keep(event)
             continue
         given = tuple(map(layout_of, event.inputs))
-        if track:
-            sources = tuple(map(made_by, event.inputs))
-            seen.append((given, sources))
         targets = wishes.get(index)
         old = kept[index] if kept is not None else None
         # The same layouts, as a rule the same objects (a tuple compares those first).
@@ -285,25 +305,42 @@ def _lower_pass(
                 hit = (_with_kernel(event, chosen), Layout.packed(out_term, chosen.out_order),
                        event, given)
                 done[key] = hit
-            record = (given, targets, hit[0], hit[1], ())
+            made_by = sources[index] if sources is not None else None
+            record = (given, targets, hit[0], hit[1], (), _wishes_of(hit[0].kernel, made_by))
         else:
             record = _lower_forward(event, given, sizes, cache, targets, memo, above,
-                                    freed_in_forward)
+                                    freed_in_forward,
+                                    sources[index] if sources is not None else None)
         for name, layout in record[4]:
             layouts[name] = layout
         layouts[event.tensor] = record[3]
         if track:
             records[index] = record
-            product = record[2].kernel
-            if product is not None and product.kind == "bmm" and sources != (None, None):
-                _wish(product, sources, found)
-            # The contraction that made a tensor, when its layout can be aimed.
-            if len(event.inputs) == 2 and not event.view:
-                producer[event.tensor] = index
-            else:
-                producer.pop(event.tensor, None)
+            for source, orders in record[5]:
+                if source not in found:
+                    found[source] = orders
         keep(record[2])
-    return tuple(lowered), found, seen, records
+    return tuple(lowered), found, records
+
+
+def _wishes_of(
+    kernel: Kernel | None, sources: tuple[int | None, ...] | None,
+) -> tuple[tuple[int, tuple[tuple[str, ...], ...]], ...]:
+    """The layouts a bmm copies contraction results into, by the contraction's position.
+
+    A pass records each for its contraction unless an earlier product did (the first
+    product's wish stands). None ``sources``: no pass follows, no wishes.
+    """
+    if kernel is None or kernel.kind != "bmm" or sources is None:
+        return ()
+    (a_source, b_source), (a_prep, b_prep) = sources, kernel.inputs  # a bmm has two inputs
+    # Explicit tests rather than a generator: most products copy nothing.
+    wished: tuple[tuple[int, tuple[tuple[str, ...], ...]], ...] = ()
+    if a_source is not None and a_prep.copy and not a_prep.reduce:
+        wished = ((a_source, readable_orders(kernel, 0)),)
+    if b_source is not None and b_prep.copy and not b_prep.reduce:
+        wished += ((b_source, readable_orders(kernel, 1)),)
+    return wished
 
 
 def _with_kernel(event: Event, kernel: Kernel) -> Event:
@@ -320,9 +357,12 @@ def _lower_forward(
     event: Event, given: tuple[Layout, ...], sizes: Mapping[str, int],
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
     targets: tuple[tuple[str, ...], ...] | None, memo: Aimed, above: AboveOne,
-    freed_in_forward: set[str],
+    freed_in_forward: set[str], made_by: tuple[int | None, ...] | None,
 ) -> _Record:
-    """A forward contraction's record: a copy of an input kept for backward is promoted."""
+    """A forward contraction's record: a copy of an input kept for backward is promoted.
+
+    ``made_by``: the contractions that made its inputs (:data:`Sources`; None: no wishes).
+    """
     lhs, _, out_term = event.equation.partition("->")
     kernel = _chosen(event, given, out_term, sizes, cache, targets, memo, above)
     promoted: tuple[tuple[str, Layout], ...] = ()
@@ -340,17 +380,8 @@ def _lower_forward(
                           Layout.packed(terms[position], kernel.inputs[position].copy))
                          for position in promote)
     done_event = _with_kernel(event, kernel)
-    return (given, targets, done_event, Layout.packed(out_term, kernel.out_order), promoted)
-
-
-def _wish(kernel: Kernel, sources: tuple[int | None, ...], found: Wishes) -> None:
-    """Record the layouts a bmm copies contraction results into."""
-    for position, source in enumerate(sources):
-        if source is None or source in found:
-            continue
-        prep = kernel.inputs[position]
-        if prep.copy and not prep.reduce:
-            found[source] = readable_orders(kernel, position)
+    return (given, targets, done_event, Layout.packed(out_term, kernel.out_order), promoted,
+            _wishes_of(kernel, made_by))
 
 
 def _chosen(
