@@ -122,16 +122,18 @@ def split_equation(text: str) -> tuple[list[str], str | None]:
     # ASCII whitespace only: opt_einsum's generated labels include U+1680, a Unicode space.
     compact = text.translate(_ASCII_SPACE)
     plain = not set(compact).difference(_PLAIN)
-    for position, char in enumerate("" if plain else compact):
+    # Each distinct character once, in order of first appearance: the first refused one
+    # is the one at the lowest position (a network's equation repeats each label).
+    for char in () if plain else dict.fromkeys(compact):
         if "\u2190" <= char <= "\u21ff":
             raise EquationError(
-                f"character {char!r} at position {position} of the equation looks like an "
-                "arrow; write '->'"
+                f"character {char!r} at position {compact.index(char)} of the equation "
+                "looks like an arrow; write '->'"
             )
         if char not in ",.->" and not _is_label(char):
             raise EquationError(
-                f"unknown character {char!r} at position {position} of the equation; "
-                "labels are letters or digits"
+                f"unknown character {char!r} at position {compact.index(char)} of the "
+                "equation; labels are letters or digits"
             )
     if compact.count("->") > 1:
         raise EquationError("the equation has more than one '->'")

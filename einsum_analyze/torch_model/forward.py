@@ -135,11 +135,15 @@ def _expand_term(term: str, ndim: int, ellipsis: Sequence[str]) -> list[str]:
     return [*head, *ellipsis[len(ellipsis) - covered:], *tail]
 
 
-def _setup(eq: Equation, grad: frozenset[int]) -> tuple[tuple[str, ...], list[AlignedTensor],
-                                                          list[bool]]:
+_Split = tuple[list[str], "str | None"]
+"""An equation's raw input terms and raw output (:func:`split_equation` of its text)."""
+
+
+def _setup(eq: Equation, grad: frozenset[int], split: _Split) -> tuple[
+        tuple[str, ...], list[AlignedTensor], list[bool]]:
     """The dimension order torch uses, each operand aligned to it, and which take a diagonal."""
-    raw_terms, _ = split_equation(eq.text)
-    ellipsis = _ellipsis_labels(eq, raw_terms)
+    raw_terms, _ = split
+    ellipsis = _ellipsis_labels(eq, split)
     rank = _torch_rank(eq.text)
     output = list(eq.output)
     summed_ellipsis = [c for c in ellipsis if c not in output]
@@ -177,13 +181,16 @@ def _operand_dense(dims: dict[int, int], ndim: int) -> Callable[[], list[int]]:
 # --- the path ---------------------------------------------------------------------------
 
 
-def torch_einsum_path(eq: Equation, strategy: str | None = "auto") -> tuple[tuple[int, int], ...]:
+def torch_einsum_path(eq: Equation, strategy: str | None = "auto", *,
+                      split: _Split | None = None) -> tuple[tuple[int, int], ...]:
     """The pairwise path torch.einsum contracts, in opt_einsum's linear convention.
 
     Args:
         eq: The parsed equation (its text as typed and its shapes are used).
         strategy: ``torch.backends.opt_einsum.strategy`` (``"auto"``, ``"greedy"`` or
             ``"optimal"``); ``None`` when opt_einsum is absent or disabled (left to right).
+        split: :func:`~einsum_analyze.model.equation.split_equation` of ``eq.text``,
+            when the caller has it (None: split here).
 
     Returns:
         One pair of positions per step; results go to the end of the list.
@@ -204,7 +211,7 @@ def torch_einsum_path(eq: Equation, strategy: str | None = "auto") -> tuple[tupl
 
     from ..model.memo import deterministic_path
 
-    terms, sizes = _opt_einsum_view(eq)
+    terms, sizes = _opt_einsum_view(eq, split_equation(eq.text) if split is None else split)
     # The analysis's own plan asked opt_einsum the same question when its optimizer is
     # torch's (greedy, above 14 operands): the memo answers it.
     found = deterministic_path(Equation.from_terms(terms, eq.output, sizes), strategy, None)
@@ -214,10 +221,10 @@ def torch_einsum_path(eq: Equation, strategy: str | None = "auto") -> tuple[tupl
     return tuple((int(min(p)), int(max(p))) for p in found)
 
 
-def _opt_einsum_view(eq: Equation) -> tuple[list[str], dict[str, int]]:
+def _opt_einsum_view(eq: Equation, split: _Split) -> tuple[list[str], dict[str, int]]:
     """What ``opt_einsum.contract_path`` sees: raw terms, the largest size of each label."""
-    raw_terms, _ = split_equation(eq.text)
-    ellipsis = _ellipsis_labels(eq, raw_terms)
+    raw_terms, _ = split
+    ellipsis = _ellipsis_labels(eq, split)
     sizes: dict[str, int] = {}
     terms: list[str] = []
     for term, shape in zip(raw_terms, eq.shapes, strict=True):
@@ -231,13 +238,15 @@ def _opt_einsum_view(eq: Equation) -> tuple[list[str], dict[str, int]]:
     return terms, sizes
 
 
-def _ellipsis_labels(eq: Equation, raw_terms: Sequence[str]) -> list[str]:
+def _ellipsis_labels(eq: Equation, split: _Split) -> list[str]:
     """The labels the parser gave to the ``...`` dimensions, outermost first."""
+    raw_terms, raw_output = split
     width = 0
     for term, shape in zip(raw_terms, eq.shapes, strict=True):
         if "..." in term:
             width = max(width, len(shape) - (len(term) - 3))
-    _, raw_output = split_equation(eq.text)
+    if not width:
+        return []
     used = set("".join(raw_terms)) | set(raw_output or "")
     used.discard(".")
     fresh = _fresh_labels(used)
@@ -303,7 +312,8 @@ def torch_autograd_schedule(
         11
     """
     wanted = frozenset(grad)
-    order, operands, diagonal = _setup(eq, wanted)
+    split = split_equation(eq.text)
+    order, operands, diagonal = _setup(eq, wanted, split)
     ndim = len(order)
     out_dims = len(eq.output)
     fwd = _Forward()
@@ -311,7 +321,7 @@ def torch_autograd_schedule(
     for t in operands:
         for d in t.sizes:
             counts[d] = counts.get(d, 0) + 1
-    path = torch_einsum_path(eq, strategy)
+    path = torch_einsum_path(eq, strategy, split=split)
     ops = list(operands)
     references: dict[str, int] = {}  # storage -> operands in ops that hold it
     for t in ops:
