@@ -77,10 +77,16 @@ def lower_events(
     counted: Counted = {}
     best_copied = _copied(best, sizes, counted)
     current = best
+    # A pass is a function of its wishes alone: one given the wishes of an earlier pass
+    # gives what that pass gave, which copies no less than the best: the passes stop.
+    tried: list[Wishes] = [{}]
     for _ in range(_PASSES):
         if not wishes or not best_copied:
             break
         wishes = _propagate(current, kept, sources, sizes, wishes, memo, above)
+        if wishes in tried:
+            break
+        tried.append(wishes)
         current, found, kept = _lower_pass(events, operands, sizes, cache, wishes, memo,
                                            above, freed, sources=sources, kept=kept)
         copied = _copied(current, sizes, counted)

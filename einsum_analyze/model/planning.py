@@ -81,7 +81,7 @@ SearchCallback = Callable[[str], None]
 
 def size_of(labels: str, size_dict: SizeDict) -> int:
     """Number of elements of a tensor with these labels, repeats counted (1 for a scalar)."""
-    return math.prod([size_dict[char] for char in labels])
+    return math.prod(map(size_dict.__getitem__, labels))  # the loop in C: terms run long
 
 
 def count_flops(contracted: str, has_sum: bool, num_terms: int, size_dict: SizeDict) -> int:

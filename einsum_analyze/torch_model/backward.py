@@ -56,7 +56,7 @@ class PairBackward:
 
 def term_of(sizes: Mapping[int, int], order: Sequence[str]) -> str:
     """The labels of the dims above 1, in torch's order."""
-    return "".join([order[d] for d in sorted(sizes)])
+    return "".join(map(order.__getitem__, sorted(sizes)))
 
 
 def count_flops(joint: int, summed: bool, terms: int) -> int:
