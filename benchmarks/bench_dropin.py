@@ -13,6 +13,11 @@ diagonal); ``--set all`` (the default) runs both. For each case, forward + backw
 - ``oe-expr``: opt_einsum's cached ``contract_expression`` on the torch backend, eager;
 - ``ours``: ``einsum_analyze.torch.einsum``, eager, on a cache hit;
 - ``ours-compiled``: a module calling it, ``torch.compile(fullgraph=True)``;
+- ``ours-graphs``: the drop-in, eager, with ``cuda_graphs=True`` (its forward and
+  backward replayed as CUDA graphs; CUDA only);
+- ``torch-reduce-overhead``: the torch.einsum module under
+  ``torch.compile(mode="reduce-overhead", fullgraph=True)`` (inductor's CUDA graphs;
+  CUDA only), each step opened with ``torch.compiler.cudagraph_mark_step_begin()``;
 
 median time (the runs interleaved, block by block, so that a shared machine's drift
 falls on all of them alike) and measured peak (CUDA ``max_memory_allocated`` above the
@@ -20,7 +25,12 @@ operands and upstream gradient; cpu: the allocator's events under ``torch.profil
 side by side, with what the drop-in ran and why (``cache_info().choices``). The targets:
 ours within 1.03x torch.einsum's time where torch.einsum takes over 50 us and within
 +10 us below that, ours' measured peak at most torch.einsum's, and the geometric mean of
-ours/torch at most 0.55 over benchmarks/cases.json. Then the per-call overhead of a cache
+ours/torch at most 0.55 over benchmarks/cases.json; and ours-graphs at most
+torch-reduce-overhead's time on every case where that takes over 50 us. The peak of
+``ours-graphs`` is the allocator's view of a replayed call (the result and gradients
+copied out): the graphs' pool and static copies, held between calls, are not in it;
+the CUDA graphs lines give them (``cache_info().choices[].graphs``). Then the per-call
+overhead of a cache
 hit (tiny operands, cpu, one thread) against the kernels the call launches.
 
     python benchmarks/bench_dropin.py --device cuda --json dropin.json
@@ -50,7 +60,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import CLOCKS, environment, scaled  # noqa: E402
 
 HERE = Path(__file__).parent
-RUNS = ("torch", "torch-again", "torch-compiled", "oe-expr", "ours", "ours-compiled")
+RUNS = ("torch", "torch-again", "torch-compiled", "oe-expr", "ours", "ours-compiled",
+        "ours-graphs", "torch-reduce-overhead")
 
 
 def fence(device: str) -> None:
@@ -149,13 +160,22 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
 
         return step
 
+    cuda = operands[0].device.type == "cuda"
     steps: dict[str, Callable[[], Any] | str] = {
         "torch": step_of(lambda *xs: torch.einsum(equation, *xs)),
         "torch-again": step_of(lambda *xs: torch.einsum(equation, *xs)),
         "oe-expr": step_of(lambda *xs: expression(*xs, backend="torch")),
         "ours": step_of(lambda *xs: einsum(equation, *xs)),
+        "ours-graphs": (step_of(lambda *xs: einsum(equation, *xs, cuda_graphs=True)) if cuda
+                        else "CUDA graphs: CUDA only"),
     }
-    for name, module in (("torch-compiled", TorchModule()), ("ours-compiled", OurModule())):
+    compiles = [("torch-compiled", TorchModule(), "default"),
+                ("ours-compiled", OurModule(), "default"),
+                ("torch-reduce-overhead", TorchModule(), "reduce-overhead")]
+    for name, module, mode in compiles:
+        if mode == "reduce-overhead" and not cuda:
+            steps[name] = "reduce-overhead: CUDA only"
+            continue
         if not compile_runs:
             steps[name] = "compile runs not asked for (--no-compile)"
             continue
@@ -164,8 +184,8 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
             continue
         try:
             torch._dynamo.reset()
-            compiled = torch.compile(module, fullgraph=True, dynamic=False)
-            step = step_of(compiled)
+            compiled = torch.compile(module, fullgraph=True, dynamic=False, mode=mode)
+            step = step_of(compiled) if mode == "default" else _marked(step_of(compiled))
             # The on-disk graph caches key on the graph, not on the plans its custom op
             # runs: a graph compiled by another checkout would carry that one's layouts.
             with (torch._inductor.config.patch(fx_graph_cache=False),
@@ -175,6 +195,17 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
         except Exception as err:  # noqa: BLE001 - reported as a skip, the run goes on
             steps[name] = f"compile failed: {type(err).__name__}: {str(err).splitlines()[0]}"
     return steps
+
+
+def _marked(step: Callable[[], Any]) -> Callable[[], Any]:
+    """``step`` opened with a new CUDA graph trees step (inductor's reduce-overhead)."""
+    import torch
+
+    def marked() -> Any:
+        torch.compiler.cudagraph_mark_step_begin()
+        return step()
+
+    return marked
 
 
 def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Namespace) -> dict:
@@ -198,6 +229,9 @@ def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Names
                   and c.shapes == tuple(tuple(s) for s in shapes))
     seconds = interleaved_medians(ready, device, args.repeats, args.warmup,
                                   args.min_block_seconds)
+    graphs = next(c for c in reversed(cache_info().choices)
+                  if c.equation == case["equation"]
+                  and c.shapes == tuple(tuple(s) for s in shapes)).graphs
     results: dict[str, dict[str, Any]] = {}
     for name in RUNS:
         step = steps[name]
@@ -208,7 +242,7 @@ def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Names
                          "peak_bytes_without_inputs": peak_bytes(step, device)}
     return {"name": case["name"], "set": case["set"], "equation": case["equation"],
             "shapes": shapes, "runs": results,
-            "choice": {"runs": choice.runs, "reason": choice.reason},
+            "choice": {"runs": choice.runs, "reason": choice.reason, "graphs": graphs},
             "targets": targets(results)}
 
 
@@ -373,7 +407,8 @@ def table(results: list[dict]) -> tuple[list[str], list[str]]:
 
     pairs = (("ours", "torch"), ("torch-again", "torch"), ("ours", "torch-compiled"),
              ("ours-compiled", "torch-compiled"), ("ours-compiled", "ours"),
-             ("oe-expr", "torch"))
+             ("oe-expr", "torch"), ("ours-graphs", "torch"),
+             ("ours-graphs", "torch-reduce-overhead"), ("ours", "torch-reduce-overhead"))
     header = (["case"] + [f"{r} ms" for r in RUNS] + [f"{a}/{b}" for a, b in pairs]
               + ["ours/torch fastest blocks", "runs", "time target", "peak target"])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -413,6 +448,16 @@ def table(results: list[dict]) -> tuple[list[str], list[str]]:
                        f"({'ok' if cases_mean <= GEOMEAN_RATIO else 'MISSED'}: "
                        f"<= {GEOMEAN_RATIO})")
     summary.append("targets missed (time or peak): " + (", ".join(missed) or "none"))
+    graph_rows = [(r["name"], r["runs"]["ours-graphs"]["seconds"],
+                   r["runs"]["torch-reduce-overhead"]["seconds"]) for r in results
+                  if "seconds" in r["runs"]["ours-graphs"]
+                  and "seconds" in r["runs"]["torch-reduce-overhead"]
+                  and r["runs"]["torch-reduce-overhead"]["seconds"] > SHORT_S]
+    if graph_rows:
+        slower = [name for name, ours, theirs in graph_rows if ours > theirs]
+        summary.append(f"target: ours-graphs <= torch-reduce-overhead above "
+                       f"{SHORT_S * 1e6:.0f} us: missed on {', '.join(slower) or 'none'} "
+                       f"({len(graph_rows)} cases)")
     noise = [abs(math.log(v)) for label, values in ratios.items()
              if label.startswith("torch-again/torch seconds") for v in values]
     if noise:
@@ -420,6 +465,8 @@ def table(results: list[dict]) -> tuple[list[str], list[str]]:
                        f"{math.exp(max(noise)):.3f}x apart, the same kernels timed twice")
     reasons = ["What ours ran, and why:"] + [
         f"  {r['name']}: {r['choice']['reason']}" for r in results]
+    reasons += ["CUDA graphs (ours-graphs), per cache_info():"] + [
+        f"  {r['name']}: {r['choice'].get('graphs') or '-'}" for r in results]
     return lines + [""] + peak_lines + [""] + reasons, summary
 
 
@@ -503,7 +550,9 @@ def main() -> int:
         f"it {us['overhead_beyond_autograd_per_call_s']:.1f}",
     ]
     print("\n".join(["Environment: " + json.dumps(env), f"scale: /{scale}", "",
-                     "Peaks exclude the operands and the upstream gradient (held before).", ""]
+                     "Peaks exclude the operands and the upstream gradient (held before); "
+                     "ours-graphs' exclude its pool and static copies (held between calls).",
+                     ""]
                     + lines + [""] + summary + [""] + overhead_lines
                     + [f"\nwall: {time.perf_counter() - start:.1f} s"]))
     if args.json_path:
