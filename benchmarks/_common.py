@@ -6,7 +6,7 @@ import argparse
 import json
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +29,77 @@ def add_case_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--json", default=None, help="write the results here")
+    add_time_limit(parser)
 
 
-def read_cases(args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
-    """The device (``cuda`` read as ``cuda:0``) and the cases ``--cases`` names."""
+def add_time_limit(parser: argparse.ArgumentParser) -> None:
+    """``--max-seconds``: the benchmark starts no case it predicts to end past it."""
+    parser.add_argument("--max-seconds", type=_seconds, default=None,
+                        help="start no case predicted to end past this many seconds of the "
+                             "run (the longest case so far is the prediction); the output "
+                             "names the cases left out (default: no limit)")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not seconds above 0")
+    return value
+
+
+class TimeLimit:
+    """The cases a benchmark runs within ``--max-seconds``, and the ones it leaves out.
+
+    A case starts only while the time so far plus the longest case so far stays within
+    the limit, so the run ends inside it unless its first case alone is longer.
+    """
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.start = time.perf_counter()
+        self.left_out: list[str] = []
+
+    def cases(self, cases: Iterable[Any], name: Callable[[Any], str] = lambda c: c["name"]
+              ) -> Iterator[Any]:
+        """Yield the cases in order while the next one is predicted to fit."""
+        longest = 0.0
+        for case in cases:
+            now = time.perf_counter() - self.start
+            if self.left_out or (self.seconds is not None and now + longest > self.seconds):
+                self.left_out.append(name(case))
+                continue
+            began = time.perf_counter()
+            yield case
+            longest = max(longest, time.perf_counter() - began)
+
+    def line(self) -> str | None:
+        """One line naming the cases left out, or None where every case ran."""
+        if not self.left_out:
+            return None
+        return (f"left out at --max-seconds {self.seconds:g}: {len(self.left_out)} "
+                f"case{'s' if len(self.left_out) > 1 else ''} ({', '.join(self.left_out)})")
+
+    def report(self) -> None:
+        """Print :meth:`line` where some cases were left out."""
+        if (line := self.line()) is not None:
+            print(line)  # noqa: T201
+
+
+def read_cases(args: argparse.Namespace, *, models: bool = False
+               ) -> tuple[str, list[dict[str, Any]]]:
+    """The device (``cuda`` read as ``cuda:0``) and the cases ``--cases`` names, of
+    ``cases.json`` (and ``model_einsums.json`` with ``models``)."""
     import torch
 
     device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
     device = "cuda:0" if device == "cuda" else device
     cases = json.loads(CASES.read_text(encoding="utf-8"))["cases"]
+    if models:
+        cases += json.loads((CASES.parent / "model_einsums.json").read_text(
+            encoding="utf-8"))["cases"]
     wanted = [name for name in args.cases.split(",") if name]
     return device, [case for case in cases if not wanted or case["name"] in wanted]
 

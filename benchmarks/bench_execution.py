@@ -27,7 +27,7 @@ from einsum_analyze.backends import backend_names
 from einsum_analyze.backends.precision import PRECISIONS, precision_context, precision_dtype
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import environment, scaled  # noqa: E402
+from _common import TimeLimit, add_time_limit, environment, scaled  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -116,6 +116,8 @@ def markdown(saved: dict) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row + [""] * (len(header) - len(row))) + " |" for row in rows]
     lines += [""] + summary_lines(saved["results"])
+    if saved.get("left_out"):
+        lines += ["", f"left out at --max-seconds: {', '.join(saved['left_out'])}"]
     if "wall_s" in saved:
         lines += ["", f"wall: {saved['wall_s']:.1f} s"]
     return "\n".join(lines) + "\n"
@@ -171,6 +173,7 @@ def main() -> int:
                         help="render a saved --json result instead of running")
     parser.add_argument("--no-lookahead", action="store_true",
                         help="lower without the layout lookahead (the tree before it)")
+    add_time_limit(parser)
     args = parser.parse_args()
     if args.no_lookahead:
         no_lookahead()
@@ -197,9 +200,8 @@ def run_cases(args: argparse.Namespace) -> dict:
     wanted = {name for name in args.cases.split(",") if name}
     results = []
     start = time.perf_counter()
-    for case in cases:
-        if wanted and case["name"] not in wanted:
-            continue
+    limit = TimeLimit(args.max_seconds)
+    for case in limit.cases(c for c in cases if not wanted or c["name"] in wanted):
         shapes = scaled(case["shapes"], scale)
         dtype = precision_dtype(args.precision, args.dtype)
         report = analyze(case["equation"], shapes, dtype=dtype)
@@ -210,7 +212,7 @@ def run_cases(args: argparse.Namespace) -> dict:
         print(f"# {case['name']} done", file=sys.stderr, flush=True)
     return {"environment": {**environment(args.device), "precision": args.precision,
                             "lookahead": not args.no_lookahead},
-            "scale": scale, "results": results,
+            "scale": scale, "results": results, "left_out": limit.left_out,
             "wall_s": time.perf_counter() - start}
 
 

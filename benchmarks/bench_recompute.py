@@ -104,10 +104,12 @@ def main() -> int:
     args = parser.parse_args()
     device, cases = _common.read_cases(args)
     rows: list[dict[str, Any]] = []
-    for case in cases:
+    limit = _common.TimeLimit(args.max_seconds)
+    for case in limit.cases(cases):
         rows.extend(measure_case(case, args, device))
     print_table(rows)
-    _common.finish(device, rows, args.json, scale=args.scale)
+    limit.report()
+    _common.finish(device, rows, args.json, scale=args.scale, left_out=limit.left_out)
     return 0
 
 

@@ -84,9 +84,10 @@ def main() -> int:
     args = parser.parse_args()
     device, cases = _common.read_cases(args)
     results = []
+    limit = _common.TimeLimit(args.max_seconds)
     print(f"{'case':20} {'measured':>10} {'bound':>10} {'ratio':>6} {'target':>6}  "
           "costliest step (share, efficiency)")
-    for case in cases:
+    for case in limit.cases(cases):
         entry = run_case(case, device, args.scale, args.dtype, args.repeats, args.warmup)
         results.append(entry)
         if "measured_s" not in entry:
@@ -102,7 +103,8 @@ def main() -> int:
               f"{'' if target is None else f'{target:.1f}':>6} {verdict:4} "
               f"{worst.get('tensor', '')} = {worst.get('equation', '')} "
               f"({(worst.get('share') or 0):.0%}, {(worst.get('efficiency') or 0):.0%})")
-    _common.finish(device, results, args.json, dtype=args.dtype)
+    limit.report()
+    _common.finish(device, results, args.json, dtype=args.dtype, left_out=limit.left_out)
     return 0
 
 

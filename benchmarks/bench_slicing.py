@@ -153,6 +153,7 @@ def main() -> None:
                         help="divide dimensions of 64 or more (default: 8 on cpu, else 1)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", default=None, help="write the figures here")
+    _common.add_time_limit(parser)
     args = parser.parse_args()
     device = args.device
     scale = args.scale or (8 if device == "cpu" else 1)
@@ -161,14 +162,17 @@ def main() -> None:
     env["scale"] = scale
     print("environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
     results = []
-    for name in args.cases.split(","):
+    limit = _common.TimeLimit(args.max_seconds)
+    for name in limit.cases(args.cases.split(","), name=str.strip):
         case = cases[name.strip()]
         shapes = _common.scaled(case["shapes"], scale) if scale > 1 else case["shapes"]
         found = run_case(case, shapes, device, args.repeats)
         print_case(found)
         results.append(found)
+    limit.report()
     if args.json:
-        Path(args.json).write_text(json.dumps({"environment": env, "cases": results},
+        Path(args.json).write_text(json.dumps({"environment": env, "cases": results,
+                                               "left_out": limit.left_out},
                                               indent=1))
 
 

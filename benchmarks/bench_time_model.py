@@ -6,7 +6,8 @@ and ``independent`` run through ``einsum_analyze.execute`` beside the ``torch-au
 baseline; each run carries the time model's prediction on the device's calibrated profile
 (the roofline of each step, the layout copies at the bandwidth, and the calibrated cost
 per kernel). Printed per case and run: the measured median forward + backward, the
-prediction and their ratio; then, over the runs measured above ``--above`` seconds (the
+prediction and their ratio, and each phase measured / predicted (``--steps``: each step's
+too, timed apart); then, over the runs measured above ``--above`` seconds (the
 issue's 0.2 ms), how many fall in [0.75, 1.33] (the target on the H200), and the
 environment and the calibration.
 
@@ -47,23 +48,61 @@ STRATEGIES = ("reverse", "independent", "torch-autograd")
 
 
 def run_case(case: dict[str, Any], device: str, scale: int, dtype: str, repeats: int,
-             warmup: int) -> list[dict[str, Any]]:
-    """One row per run of the case that ran and has a prediction."""
+             warmup: int, steps: bool = False) -> list[dict[str, Any]]:
+    """One row per run of the case that ran and has a prediction.
+
+    With ``steps``, the runs also time each step (``--profile-steps``), and each row
+    carries every step's measured and predicted seconds.
+    """
     shapes = case["shapes"] if device.startswith("cuda") else scaled(case["shapes"], scale)
     report = analyze(case["equation"], [tuple(s) for s in shapes], dtype=dtype,
                      strategies=STRATEGIES)
-    report = execute(report, devices=[device], repeats=repeats, warmup=warmup, force=True)
+    report = execute(report, devices=[device], repeats=repeats, warmup=warmup, force=True,
+                     profile_steps=steps)
     rows = []
     for run in report.runs:
         if run.skipped is not None or run.forward is None or run.predicted is None:
             continue
-        measured = run.forward.median_s + (run.backward.median_s if run.backward else 0.0)
+        backward = run.backward.median_s if run.backward else 0.0
+        measured = run.forward.median_s + backward
         rows.append({"case": case["name"], "shapes": shapes, "strategy": run.strategy,
                      "measured_s": measured, "predicted_s": run.predicted.total_s,
+                     "forward_s": run.forward.median_s, "backward_s": backward,
+                     "predicted_forward_s": run.predicted.forward_s,
+                     "predicted_backward_s": run.predicted.backward_s,
                      "ratio": run.predicted.total_s / measured if measured > 0 else None,
                      "launches": run.predicted.launches,
+                     "steps": _steps(report, run),
                      "calibration": report.environment.get("calibration")})
     return rows
+
+
+def _steps(report: Any, run: Any) -> list[dict[str, Any]]:
+    """Each timed step of ``run``: phase, kernel, launches, measured and predicted."""
+    roofline = report.roofline.strategy(run.strategy) if report.roofline else None
+    costs = {step.event: step for step in roofline.steps} if roofline else {}
+    out = []
+    for step in run.steps:
+        cost = costs.get(step.event)
+        out.append({"phase": step.phase, "tensor": step.tensor, "time_s": step.time_s,
+                    "predicted_s": step.predicted_s,
+                    "kernel": cost.kernel if cost else None,
+                    "launches": cost.launches if cost else None})
+    if run.steps:
+        out.append({"phase": "other", "tensor": "", "time_s": run.other_s or 0.0,
+                    "predicted_s": None, "kernel": None, "launches": None})
+    return out
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3f}"
+
+
+def print_steps(row: dict[str, Any]) -> None:
+    """The row's steps, one line each (``--steps``)."""
+    for step in row["steps"]:
+        print(f"    {step['phase']:8} {step['kernel'] or '':10} x{step['launches'] or '-':<3} "
+              f"measured {_ms(step['time_s']):>8} ms  predicted {_ms(step['predicted_s']):>8} ms")
 
 
 def use_clock(device: str, args: argparse.Namespace) -> None:
@@ -95,18 +134,28 @@ def main() -> int:
     parser.add_argument("--clock", choices=tuple(_common.CLOCKS), default=None,
                         help="cpu (the process's CPU time; default on cpu with one thread) "
                         "or wall")
+    parser.add_argument("--steps", action="store_true",
+                        help="also time each step (--profile-steps) and print its measured "
+                        "and predicted seconds under its run")
     args = parser.parse_args()
     device, cases = _common.read_cases(args)
     use_clock(device, args)
     rows: list[dict[str, Any]] = []
-    print(f"{'case':20} {'strategy':16} {'measured':>10} {'predicted':>10} {'pred/meas':>9}")
-    for case in cases:
-        for row in run_case(case, device, args.scale, args.dtype, args.repeats, args.warmup):
+    limit = _common.TimeLimit(args.max_seconds)
+    print(f"{'case':20} {'strategy':15} {'measured':>9} {'predicted':>9} {'pred/meas':>9}"
+          f"   {'forward ms':>15} {'backward ms':>15}")
+    for case in limit.cases(cases):
+        for row in run_case(case, device, args.scale, args.dtype, args.repeats, args.warmup,
+                            args.steps):
             rows.append(row)
             inside = LOW <= (row["ratio"] or 0) <= HIGH
             mark = "" if row["measured_s"] <= args.above else ("ok" if inside else "MISS")
-            print(f"{row['case']:20} {row['strategy']:16} {row['measured_s'] * 1e3:8.3f}ms "
-                  f"{row['predicted_s'] * 1e3:8.3f}ms {row['ratio']:9.2f} {mark}")
+            phases = (f"{_ms(row['forward_s']):>7}/{_ms(row['predicted_forward_s']):<7} "
+                      f"{_ms(row['backward_s']):>7}/{_ms(row['predicted_backward_s']):<7}")
+            print(f"{row['case']:20} {row['strategy']:15} {row['measured_s'] * 1e3:7.3f}ms "
+                  f"{row['predicted_s'] * 1e3:7.3f}ms {row['ratio']:9.2f} {mark:4} {phases}")
+            if args.steps:
+                print_steps(row)
     counted = [r for r in rows if r["measured_s"] > args.above and r["ratio"] is not None]
     inside = [r for r in counted if LOW <= r["ratio"] <= HIGH]
     if counted:
@@ -114,8 +163,9 @@ def main() -> int:
         print(f"\nruns above {args.above * 1e3:g} ms: {len(inside)} of {len(counted)} within "
               f"[{LOW}, {HIGH}]; predicted/measured median {statistics.median(ratios):.2f}, "
               f"range {min(ratios):.2f} to {max(ratios):.2f}")
+    limit.report()
     _common.finish(device, rows, args.json, dtype=args.dtype, above_s=args.above,
-                   clock=args.clock)
+                   left_out=limit.left_out, clock=args.clock)
     return 0
 
 

@@ -44,10 +44,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..roofline.host import HostCosts
-from ..roofline.profiles import DeviceProfile
+from ..roofline.profiles import DeviceProfile, nominal_profile
 
-__all__ = ["BLOCKS", "LAUNCH_BLOCKS", "LAUNCH_CALLS", "Calibration", "calibrate", "clear_cache",
-           "kernel_times"]
+__all__ = ["BLOCKS", "LAUNCH_BLOCKS", "LAUNCH_CALLS", "Calibration", "calibrate",
+           "calibrated_profile", "clear_cache", "device_profile", "kernel_times"]
 
 BLOCKS = 3
 """Timed blocks per size of a kernel class (the best counts)."""
@@ -126,8 +126,50 @@ class Calibration:
 
 
 def clear_cache() -> None:
-    """Forget every calibration (tests)."""
+    """Forget every calibration and the GPUs' names (tests)."""
     _CACHE.clear()
+    _gpu_name.cache_clear()
+
+
+def calibrated_profile(device: str, dtype: str) -> DeviceProfile | None:
+    """The profile of this process's latest calibration of ``device`` in ``dtype``.
+
+    A calibration is made by a run (:func:`einsum_analyze.execute`, the CLI's
+    ``--device``) or by calling :func:`calibrate`; None when there was none. Measures
+    nothing.
+    """
+    found = [c for (name, kind, _), c in _CACHE.items() if name == device and kind == dtype]
+    return found[-1].profile() if found else None
+
+
+def device_profile(device: str, dtype: str) -> DeviceProfile:
+    """The profile seconds are predicted on for tensors on ``device`` in ``dtype``.
+
+    The process's calibration of that device and dtype where there is one
+    (:func:`calibrated_profile`), else the nominal profile of the device's kind
+    (:func:`~einsum_analyze.roofline.profiles.nominal_profile`; a CUDA device by its
+    name). Measures nothing.
+
+    Args:
+        device: A torch device as text (``cpu``, ``cuda:0``, ``cuda``).
+        dtype: A torch dtype name.
+    """
+    device = "cuda:0" if device == "cuda" else device
+    found = calibrated_profile(device, dtype)
+    if found is not None:
+        return found
+    return nominal_profile(device, _gpu_name(device) if device.startswith("cuda") else None)
+
+
+@functools.cache
+def _gpu_name(device: str) -> str | None:
+    """The CUDA device's name, None where torch cannot say (no CUDA here)."""
+    import torch
+
+    try:
+        return str(torch.cuda.get_device_name(torch.device(device)))
+    except (RuntimeError, AssertionError, ValueError):
+        return None
 
 
 Clock = Callable[[], float]

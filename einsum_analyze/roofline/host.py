@@ -141,6 +141,14 @@ CPU_HOST = HostCosts(
 from calibrations of the project's 2-core machine, docs/method.md); an order of
 magnitude, as the nominal rates are."""
 
-GPU_HOST = CPU_HOST
-"""Nominal host costs beside a GPU: the host's Python is the same; the launch itself is
-the profile's ``launch_s``."""
+GPU_HOST = HostCosts(
+    forward_step_s=1e-6, backward_step_s=1.5e-6, forward_run_s=1e-6, backward_run_s=5e-5,
+    forward_kind_s=3.5e-6, backward_kind_s=3.5e-5,
+    torch_forward=((2, 2.5e-5), (3, 1.8e-4), (4, 3.3e-4), (6, 1.45e-3), (9, 7e-4),
+                   (17, 1.3e-3)),
+    torch_node_s=1.2e-4, torch_backward_s=3.6e-4)
+"""Nominal host costs beside a GPU: an H200's host, calibrated with torch 2.11 and CUDA
+13.0 (docs/results/gpu_2026-12-02/timemodel.log, rounded; its warm step came out below
+its kernel's own price there, so the cpu's 1 us stands in). A GPU's host launches and
+synchronises, so its figures are above the cpu's; each kernel's launch itself is the
+profile's ``launch_s``."""

@@ -24,8 +24,8 @@ from ..errors import PlanningError
 from ..model.types import DTYPE_ITEMSIZE
 from .host import CPU_HOST, GPU_HOST, HostCosts, host_from_dict
 
-__all__ = ["MAX_NAME", "NOMINAL", "DeviceProfile", "load_profile", "profile_from_dict",
-           "profile_names"]
+__all__ = ["MAX_NAME", "NOMINAL", "UNKNOWN_GPU", "DeviceProfile", "load_profile",
+           "nominal_profile", "profile_from_dict", "profile_names"]
 
 SOURCES = ("nominal", "file", "calibrated")
 
@@ -102,9 +102,10 @@ def _nominal(name: str, bandwidth: float, fp64: float, fp32: float, half: float,
     )
 
 
-GPU_LAUNCH_S = 5e-6
+GPU_LAUNCH_S = 1e-5
 """Nominal seconds per kernel on a GPU: an eager torch call's host dispatch, which hides
-the launch itself (a few microseconds; calibrate for the device's own figure)."""
+the launch itself (9.8 us on an H200 with torch 2.11, docs/results/gpu_2026-12-02/
+timemodel.log; calibrate for the device's own figure)."""
 
 CPU_DISPATCH_S = 4e-6
 """Nominal seconds per kernel on a CPU: an eager torch call's dispatch."""
@@ -129,6 +130,33 @@ NOMINAL: Mapping[str, DeviceProfile] = {
                     "of magnitude only: calibrate by running on it", CPU_DISPATCH_S, CPU_HOST),
 }
 """The built-in table (``--roofline h200|h100|a100|cpu``); docs/roofline.md cites it."""
+
+
+UNKNOWN_GPU = "h100"
+"""The nominal profile of a CUDA device whose name matches no entry of :data:`NOMINAL`
+(the middle of the table's GPUs)."""
+
+
+def nominal_profile(device: str, gpu_name: str | None = None) -> DeviceProfile:
+    """The nominal profile of a device: ``cpu``, or a CUDA device by its name.
+
+    ``device`` is a torch device (``cpu``, ``cuda:0``, ``meta``); ``gpu_name`` the CUDA
+    device's name (``torch.cuda.get_device_name``: ``"NVIDIA H200"``), matched against
+    the table's GPUs; a GPU that matches none is priced as :data:`UNKNOWN_GPU`. Any
+    other device is priced as the cpu.
+
+    Example:
+        >>> nominal_profile("cuda:1", "NVIDIA H200").name, nominal_profile("cuda").name
+        ('h200', 'h100')
+        >>> nominal_profile("cpu").name, nominal_profile("meta").name
+        ('cpu', 'cpu')
+    """
+    if not device.startswith("cuda"):
+        return NOMINAL["cpu"]
+    words = (gpu_name or "").lower().replace("-", " ").split()
+    found = next((name for name, profile in NOMINAL.items()
+                  if name != "cpu" and name in words), UNKNOWN_GPU)
+    return NOMINAL[found]
 
 
 def profile_names() -> tuple[str, ...]:

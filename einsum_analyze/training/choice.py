@@ -16,7 +16,7 @@ import contextvars
 import string
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..analysis import analyze
@@ -28,8 +28,9 @@ from ..roofline import DeviceProfile, interpolate, predict_time
 from ..search import DEFAULT_PROFILE, TORCH_SOURCE, objective_key
 from ..strategies import StrategyResult, get_strategy, strategy_names
 
-__all__ = ["DEFAULT_PLAN_S", "NO_BUDGET", "TIME_MARGIN", "DropinChoice", "check_plan_s",
-           "choose_dropin", "choose_plan", "node_s", "planning_time", "predicted_s"]
+__all__ = ["DEFAULT_PLAN_S", "NO_BUDGET", "TIME_MARGIN", "DropinChoice", "call_profile",
+           "check_plan_s", "choose_dropin", "choose_plan", "node_s", "planning_time",
+           "predicted_s"]
 
 DEFAULT_PLAN_S = 0.5
 """Seconds a first call's planning may take (``einsum(..., max_plan_s=)``): the analyses
@@ -97,15 +98,29 @@ def node_s(profile: DeviceProfile) -> float:
     return call + host.torch_node_s + host.torch_backward_s
 
 
-def predicted_s(result: StrategyResult, size_dict: Mapping[str, int], dtype: str) -> float:
-    """The time model's forward + backward seconds of ``result`` on the search's profile.
+def predicted_s(result: StrategyResult, size_dict: Mapping[str, int], dtype: str,
+                profile: DeviceProfile = DEFAULT_PROFILE) -> float:
+    """The time model's forward + backward seconds of ``result`` on ``profile``.
 
     A plan of ours runs inside the drop-in's node (:func:`node_s`); the
     ``torch-autograd`` model is torch.einsum's own call.
     """
     seconds = predict_time(result.events, result.sizes(size_dict), DTYPE_ITEMSIZE[dtype],
-                           DEFAULT_PROFILE, dtype).total_s
-    return seconds + (node_s(DEFAULT_PROFILE) if get_strategy(result.name).lowered else 0.0)
+                           profile, dtype).total_s
+    return seconds + (node_s(profile) if get_strategy(result.name).lowered else 0.0)
+
+
+def call_profile(device: str, dtype: str) -> DeviceProfile:
+    """The profile a call's seconds are predicted on: its tensors' device's.
+
+    The process's calibration of that device and dtype where one was made (a run, or
+    :func:`einsum_analyze.backends.calibration.calibrate`), else the device kind's
+    nominal profile (a CUDA device by its name; docs/roofline.md); a calibration of
+    another dtype has no rate for this one, so the nominal profile serves then too.
+    """
+    from ..backends.calibration import device_profile
+
+    return device_profile(device, dtype)
 
 
 _TORCH_CHARACTERS = frozenset(string.ascii_letters + ",->. ")
@@ -122,24 +137,34 @@ class DropinChoice:
         runs_torch: Eager calls run torch.einsum itself: no plan of ours is predicted
             to beat it without a higher peak.
         reason: One line saying why, with the figures compared.
+        profile: The device profile the seconds are predicted on (the call's device's,
+            :func:`call_profile`).
     """
 
     result: StrategyResult
     runs_torch: bool
     reason: str
+    profile: DeviceProfile = DEFAULT_PROFILE
 
 
 def choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
                   grad: Sequence[int], strategy: str, optimize: str,
-                  budget: int) -> DropinChoice:
-    """:func:`_choose_dropin` within the planning time (:func:`planning_time`)."""
+                  budget: int, device: str = "cpu") -> DropinChoice:
+    """:func:`_choose_dropin` within the planning time (:func:`planning_time`).
+
+    Its seconds are predicted on the profile of ``device``, the operands' device
+    (:func:`call_profile`).
+    """
+    profile = call_profile(device, dtype)
     with search_deadline(_PLAN_S.get()):
-        return _choose_dropin(equation, shapes, dtype, grad, strategy, optimize, budget)
+        choice = _choose_dropin(equation, shapes, dtype, grad, strategy, optimize, budget,
+                                profile)
+    return replace(choice, profile=profile)
 
 
 def _choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
                    grad: Sequence[int], strategy: str, optimize: str,
-                   budget: int) -> DropinChoice:
+                   budget: int, profile: DeviceProfile) -> DropinChoice:
     """The plan of :func:`choose_plan`, or torch.einsum's own execution under ``auto``.
 
     With ``strategy="auto"``, torch.einsum runs unless our plan is predicted to take at
@@ -158,11 +183,11 @@ def _choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
             plan meets (the message gives the smallest reachable peak).
     """
     if strategy != "auto":
-        result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget)
+        result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget, profile)
         return DropinChoice(result=result, runs_torch=False,
                             reason=f"strategy {result.name!r} asked for")
     if not set(equation) <= _TORCH_CHARACTERS:
-        result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget)
+        result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget, profile)
         return DropinChoice(result=result, runs_torch=False, reason=(
             f"{result.name!r}: torch.einsum reads only the labels a-z and A-Z"))
     torch_report = analyze(equation, shapes, max_search_s=_left_s(), dtype=dtype,
@@ -170,24 +195,25 @@ def _choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
     (torch_model,) = torch_report.strategies
     sizes = torch_report.equation.size_dict
     torch_peak = torch_model.memory.peak_bytes
-    torch_s = predicted_s(torch_model, sizes, dtype)
+    torch_s = predicted_s(torch_model, sizes, dtype, profile)
     if budget != NO_BUDGET and torch_peak > budget:
-        result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget)
+        result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget, profile)
         return DropinChoice(result=result, runs_torch=False, reason=(
             f"torch.einsum's predicted peak {format_exact_bytes(torch_peak)} is over the "
             f"budget of {format_exact_bytes(budget)}; {result.name!r} peaks at "
             f"{format_exact_bytes(result.memory.peak_bytes)}"))
     try:
-        result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget)
+        result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget, profile)
     except EinsumAnalyzeError:
         if budget == NO_BUDGET:
             raise
-        result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, NO_BUDGET)
-    ours_s = predicted_s(result, sizes, dtype)
+        result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, NO_BUDGET, profile)
+    ours_s = predicted_s(result, sizes, dtype, profile)
     peak = result.memory.peak_bytes
     figures = (f"{result.name!r} predicted {format_seconds(ours_s)}, peak "
                f"{format_exact_bytes(peak)}; torch.einsum {format_seconds(torch_s)}, peak "
-               f"{format_exact_bytes(torch_peak)}")
+               f"{format_exact_bytes(torch_peak)}; seconds on {profile.name}, "
+               f"{profile.source}")
     if peak > torch_peak:
         return DropinChoice(result=result, runs_torch=True,
                             reason=f"torch.einsum: no plan peaks lower ({figures})")
@@ -209,15 +235,18 @@ def _choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
 
 def choose_plan(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
                 grad: Sequence[int], strategy: str, optimize: str,
-                budget: int) -> StrategyResult:
+                budget: int, profile: DeviceProfile | None = None) -> StrategyResult:
     """Model the strategy to run: ``strategy`` (``auto`` resolved), fitted to ``budget``.
+
+    ``auto``'s search predicts seconds on ``profile`` (None: the nominal cpu profile).
 
     Raises:
         EinsumAnalyzeError: Bad input, or a budget no plan meets (the message gives the
             smallest reachable peak).
     """
     if strategy == "auto":
-        recommended = _recommended(equation, shapes, dtype, grad, optimize, budget)
+        recommended = _recommended(equation, shapes, dtype, grad, optimize, budget,
+                                   profile)
         if recommended is not None:
             return recommended
         strategy = "reverse"
@@ -261,11 +290,13 @@ def _model(equation: str, shapes: Sequence[Sequence[int]], dtype: str, grad: Seq
 
 
 def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
-                 grad: Sequence[int], optimize: str, budget: int) -> StrategyResult | None:
+                 grad: Sequence[int], optimize: str, budget: int,
+                 profile: DeviceProfile | None) -> StrategyResult | None:
     """The training-aware search's recommended plan (docs/method.md section 11).
 
     The search scores candidate paths with the strategies that run on our executor by
-    the time model's predicted seconds (``time``, on the nominal cpu profile), and
+    the time model's predicted seconds (``time``, on ``profile``: the call's device's,
+    None for the nominal cpu profile), and
     recommends the fastest within a budget: the caller's
     (``checkpoint`` then competes too), or else torch.einsum's own training peak as the
     ``torch-autograd`` model predicts it, so that the drop-in never holds more than the
@@ -289,6 +320,7 @@ def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
               if get_strategy(name).dropin_options}
     report = analyze(equation, shapes, max_search_s=_left_s(), dtype=dtype, grad=list(grad),
                      optimize=optimize, strategies=strategies, objective="time",
+                     profile=profile,
                      strategy_options=dropin or None,
                      # zero-size operands: nothing to cap
                      budget=cap if cap > 0 else None, fallback=bounded)

@@ -26,9 +26,10 @@ every call's data its own:
   last replay's waits for that stream's work first.
 
 Where the graphs pay (``"auto"``): :func:`predict_graphs` prices a replay with the time
-model (:mod:`einsum_analyze.roofline`): every kernel's work, a replay's per-node cost
-instead of an eager launch and the host's Python, plus the copies in and out; it is
-compared with what the call runs otherwise (our plan's eager events, or torch.einsum).
+model (:mod:`einsum_analyze.roofline`) on the call's device profile: every kernel's
+work, a replay's per-node cost instead of an eager launch and the host's Python, plus
+the copies in and out; it is compared with what the call runs otherwise (our plan's
+eager events, or torch.einsum).
 Its memory: the static copies plus the pool, whose bytes in use at the capture's peak
 are predicted by replaying the plan's events as the captures run them
 (:func:`pool_bytes`); the pool's reserved bytes are measured from the allocator after
@@ -53,8 +54,8 @@ from ..model.equation import parse_equation
 from ..model.memory import simulate_memory
 from ..model.types import DTYPE_ITEMSIZE
 from ..model.units import format_exact_bytes, format_seconds
-from ..roofline import NOMINAL, HostCosts, kernel_seconds, predict_time, step_costs
-from .choice import NO_BUDGET, TIME_MARGIN, node_s
+from ..roofline import HostCosts, kernel_seconds, predict_time, step_costs
+from .choice import NO_BUDGET, TIME_MARGIN, call_profile, node_s
 
 __all__ = ["AUTO_CAPTURE_CALLS", "CUDA_GRAPHS_CHOICES", "GRAPH_NODE_S", "REPLAY_S",
            "CudaGraphs", "GraphPrediction", "GraphSlot", "check_cuda_graphs",
@@ -195,20 +196,21 @@ class GraphPrediction:
 def predict_graphs(plan: Any, key: tuple[Any, ...]) -> GraphPrediction:
     """Price a graphed call of ``plan`` against what the call runs otherwise.
 
-    On the nominal H200 profile (:data:`einsum_analyze.roofline.NOMINAL`): the plan's
-    steps at their work, each kernel at :data:`GRAPH_NODE_S` instead of the profile's
-    launch, no host Python but :data:`REPLAY_S` per pass, plus the copies in and out
-    (operands and upstream in, result and gradients out, each read and written once at
-    the profile's bandwidth, one launch each way per pass) and the autograd node around
-    them. The other side: the plan's eager events as :func:`.choice.predicted_s` prices
-    them, or torch.einsum's own execution (the ``torch-autograd`` model) where the plan
-    runs torch.einsum.
+    On the profile of the call's device (:func:`.choice.call_profile`: its calibration
+    in the process, else its kind's nominal profile): the plan's steps at their work,
+    each kernel at :data:`GRAPH_NODE_S` instead of the profile's launch, no host Python
+    but :data:`REPLAY_S` per pass, plus the copies in and out (operands and upstream
+    in, result and gradients out, each read and written once at the profile's
+    bandwidth, one launch each way per pass) and the autograd node around them. The
+    other side: the plan's eager events as :func:`.choice.predicted_s` prices them, or
+    torch.einsum's own execution (the ``torch-autograd`` model) where the plan runs
+    torch.einsum.
 
     ``key`` is the plan cache's key (equation, shapes, dtype, ...).
     """
     equation, shapes, dtype = key[0], key[1], key[2]
     itemsize = DTYPE_ITEMSIZE[dtype]
-    profile = NOMINAL["h200"]
+    profile = call_profile(key[3], dtype)
     size_dict = parse_equation(equation, shapes).size_dict
     sizes = plan.result.sizes(size_dict)
     replayed = replace(profile, launch_s=GRAPH_NODE_S, host=HostCosts())

@@ -262,9 +262,11 @@ def _run(ops: Sequence[Any], live: dict[str, Any]) -> dict[str, Any]:
 
 def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                mask: tuple[bool, ...], strategy: str, optimize: str,
-               budget: int, torch_result: Layout | None = None) -> DropinPlan:
+               budget: int, torch_result: Layout | None = None,
+               device: str = "cpu") -> DropinPlan:
     """Choose, compile and lay out one plan (a cache miss).
 
+    ``device`` is the operands' (the choice predicts seconds on its profile);
     ``torch_result`` is torch.einsum's result layout for this call
     (:func:`.calls.torch_layout`); where the schedule's differs, the plan copies its
     result into it.
@@ -275,7 +277,7 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
     if len(mask) != len(shapes):
         raise AssertionError("one requires-grad flag per operand")
     grad = tuple(k for k, wanted in enumerate(mask) if wanted)
-    choice = choose_dropin(equation, shapes, dtype, grad, strategy, optimize, budget)
+    choice = choose_dropin(equation, shapes, dtype, grad, strategy, optimize, budget, device)
     compiled_torch = choice.runs_torch or (strategy == "auto" and budget == NO_BUDGET)
     result = choice.result
     from ..model.equation import parse_equation
@@ -387,7 +389,7 @@ def get_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str, dev
         # torch.einsum's verdict first: a call it refuses is refused alike, planning nothing
         torch_result = torch_layout(equation, shapes, dtype)
         plan = build_plan(equation, shapes, dtype, mask, strategy, optimize, budget,
-                          torch_result)
+                          torch_result, device)
         if device.startswith("cuda"):
             plan = dataclasses.replace(plan, graphs=GraphSlot(key))
     except DropinError:
