@@ -18,6 +18,7 @@ diagonal); ``--set all`` (the default) runs both. For each case, forward + backw
 - ``torch-reduce-overhead``: the torch.einsum module under
   ``torch.compile(mode="reduce-overhead", fullgraph=True)`` (inductor's CUDA graphs;
   CUDA only), each step opened with ``torch.compiler.cudagraph_mark_step_begin()``;
+  timed only where ``--runs`` names it (its compile is a third per case);
 
 median time (the runs interleaved, block by block, so that a shared machine's drift
 falls on all of them alike) and measured peak (CUDA ``max_memory_allocated`` above the
@@ -40,7 +41,8 @@ hit (tiny operands, cpu, one thread) against the kernels the call launches.
 On cpu the large dimensions are divided by --scale (default 8 on cpu, 1 on cuda);
 ``--pairs`` keeps the cases of one or two operands. A compile that fails is reported as
 skipped, with its reason; after --max-seconds (240) no new compile starts, so that a full
-run stays within about five minutes.
+run stays within about five minutes. ``--runs`` times only the runs named (``ours`` is
+always run: its choice is read from it), e.g. ``--runs torch,ours-graphs,torch-reduce-overhead``.
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ from _common import CLOCKS, environment, scaled  # noqa: E402
 HERE = Path(__file__).parent
 RUNS = ("torch", "torch-again", "torch-compiled", "oe-expr", "ours", "ours-compiled",
         "ours-graphs", "torch-reduce-overhead")
+DEFAULT_RUNS = tuple(run for run in RUNS if run != "torch-reduce-overhead")
+"""The runs timed without ``--runs``: reduce-overhead's compile (a third per case) only
+where asked for, so that the GPU suite's step covers the cases it did."""
 
 
 def fence(device: str) -> None:
@@ -134,7 +139,9 @@ def peak_bytes(step: Callable[[], Any], device: str) -> int:
 
 
 def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
-               compile_runs: bool, deadline: float) -> dict[str, Callable[[], Any] | str]:
+               compile_runs: bool, deadline: float,
+               runs: frozenset[str] = frozenset(DEFAULT_RUNS),
+               ) -> dict[str, Callable[[], Any] | str]:
     """A forward + backward callable per run, or the reason it is skipped."""
     import opt_einsum
     import torch
@@ -173,6 +180,9 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
                 ("ours-compiled", OurModule(), "default"),
                 ("torch-reduce-overhead", TorchModule(), "reduce-overhead")]
     for name, module, mode in compiles:
+        if name not in runs:
+            steps[name] = "not asked for (--runs)"
+            continue
         if mode == "reduce-overhead" and not cuda:
             steps[name] = "reduce-overhead: CUDA only"
             continue
@@ -194,6 +204,8 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
             steps[name] = step
         except Exception as err:  # noqa: BLE001 - reported as a skip, the run goes on
             steps[name] = f"compile failed: {type(err).__name__}: {str(err).splitlines()[0]}"
+    for name in set(steps) - runs - {"ours"}:  # ours: the plan and its choice, always
+        steps[name] = "not asked for (--runs)"
     return steps
 
 
@@ -221,7 +233,7 @@ def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Names
     out_shape = torch.einsum(case["equation"], *[t.detach() for t in operands]).shape
     upstream = torch.randn(tuple(out_shape), generator=generator).to(device, dtype)
     steps = make_steps(case["equation"], operands, upstream, not args.no_compile,
-                       args.deadline)
+                       args.deadline, args.runs)
     ready = {name: step for name, step in steps.items() if not isinstance(step, str)}
     ready["ours"]()  # plans (a miss) before the choice is read
     choice = next(c for c in reversed(cache_info().choices)
@@ -490,11 +502,20 @@ def main() -> int:
                         help="calls per timed block grow until a block lasts this long")
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled runs")
+    parser.add_argument("--runs", default="", help="comma-separated runs to time, of "
+                        f"{', '.join(RUNS)} (default: all but torch-reduce-overhead); ours "
+                        "is always run, for its choice")
     parser.add_argument("--overhead-iterations", type=int, default=2000)
     parser.add_argument("--max-seconds", type=float, default=240.0,
                         help="start no compile after this many seconds (keeps the run short)")
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args()
+    asked = {name for name in args.runs.split(",") if name}
+    if asked - set(RUNS):
+        print(f"--runs: unknown {', '.join(sorted(asked - set(RUNS)))}; runs are "
+              f"{', '.join(RUNS)}", file=sys.stderr)
+        return 2
+    args.runs = frozenset(asked or DEFAULT_RUNS)
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
