@@ -77,10 +77,10 @@ export -f tests
 export out
 # Each benchmark starts no case it predicts to end past its --max-seconds, below the step's
 # limit, and names the cases it left out; the limits add up to 520 s.
-step tests     185 bash -c tests
+step tests     180 bash -c tests
 step dropin     75 python3 benchmarks/bench_dropin.py --device cuda --repeats 10 \
     --max-seconds 42 --json "$out/dropin.json"
-step models     25 python3 benchmarks/bench_models.py --device cuda --repeats 5 \
+step models     30 python3 benchmarks/bench_models.py --device cpu,cuda --repeats 5 \
     --json "$out/models.json"
 step training   45 python3 benchmarks/bench_training.py --device cuda --repeats 5 \
     --max-seconds 34 --json "$out/training.json"
