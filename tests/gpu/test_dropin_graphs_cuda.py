@@ -251,3 +251,26 @@ def test_the_pools_measured_bytes_in_use_are_the_prediction(name: str) -> None:
     print(f"{name}: pool in use measured {measured} B, predicted {predicted} B, reserved "
           f"{reserved} B; static copies {sum(math.prod(t.shape) for t in tensors) * 4} B "
           "of operands")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["trace", "tn18-b512", "chain3"])
+def test_auto_decides_at_the_third_call_and_every_call_is_right(name: str) -> None:
+    import torch
+
+    from einsum_analyze.torch import einsum
+    from einsum_analyze.training.graphs import AUTO_CAPTURE_CALLS
+
+    case = CASES[name]
+    equation = case["equation"]
+    for call in range(AUTO_CAPTURE_CALLS + 1):
+        operands = _operands(case["shapes"], seed=20 + call)
+        shape = torch.einsum(equation, *[o.detach() for o in operands]).shape
+        upstream = torch.randn(shape, device="cuda")
+        got = torch.autograd.grad(einsum(equation, *operands, cuda_graphs="auto"), operands,
+                                  upstream)
+        _close(got, _oracle(equation, operands, upstream))
+    line = _graphs_line(equation)
+    print(f"{name}: {line}")
+    assert line.startswith(("replays CUDA graphs (auto: predicted faster): 2 replays;",
+                            "eager: auto predicts no gain; graphs predicted")), line
