@@ -246,10 +246,7 @@ def _take_saved(ctx: Any) -> list[torch.Tensor]:
             saved tensor modified in place since forward (torch's messages).
     """
     if not ctx.held:
-        raise RuntimeError(
-            "Trying to backward through the graph a second time (or directly access saved "
-            "tensors after they have already been freed): einsum_analyze.torch.einsum "
-            "frees its saved tensors in backward; specify retain_graph=True to keep them")
+        raise RuntimeError(_SECOND_BACKWARD)
     if ctx.held is _HOOKED:
         return list(ctx.saved_tensors)  # the hooks' unpacked tensors, checked by autograd
     saved: list[torch.Tensor] = ctx.held[-1]
@@ -258,6 +255,25 @@ def _take_saved(ctx: Any) -> list[torch.Tensor]:
     if _keep_graph():
         return list(saved)
     return ctx.held.pop()  # type: ignore[no-any-return]
+
+
+_SECOND_BACKWARD = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed): einsum_analyze.torch.einsum frees its saved "
+    "tensors in backward; specify retain_graph=True to keep them")
+"""torch's message for a second backward through a node whose saved tensors are gone."""
+
+
+def _gradient_slots(ctx: Any, grad: Sequence[int], gradients: Sequence[Any],
+                    leading: int) -> tuple[Any, ...]:
+    """``backward``'s return: each gradient in its operand's slot.
+
+    The first ``leading`` arguments (the plan, ...) take none.
+    """
+    returned: list[Any] = [None] * len(ctx.needs_input_grad)
+    for k, gradient in zip(grad, gradients, strict=True):
+        returned[k + leading] = gradient
+    return tuple(returned)
 
 
 def _check_versions(tensors: Sequence[torch.Tensor], versions: Sequence[int]) -> None:
@@ -372,10 +388,7 @@ class EagerContract(torch.autograd.Function):
             gradients = plan.run_backward(saved, seed)  # empties ``saved``: freed as scheduled
         if len(gradients) == len(plan.operand_names):
             return (None, None, *gradients)  # the plan's and operands' slots, then each one's
-        returned: list[Any] = [None] * len(ctx.needs_input_grad)
-        for k, gradient in zip(plan.grad, gradients, strict=True):
-            returned[k + 2] = gradient
-        return tuple(returned)
+        return _gradient_slots(ctx, plan.grad, gradients, 2)
 
 
 apply_eager: Callable[..., torch.Tensor] = getattr(
@@ -449,20 +462,13 @@ class GraphedContract(torch.autograd.Function):
         else:
             token = ctx.token
             if token is None:
-                raise RuntimeError(
-                    "Trying to backward through the graph a second time (or directly "
-                    "access saved tensors after they have already been freed): "
-                    "einsum_analyze.torch.einsum frees its saved tensors in backward; "
-                    "specify retain_graph=True to keep them")
+                raise RuntimeError(_SECOND_BACKWARD)
             slot: GraphSlot = ctx.slot
             gradients = slot.run_backward(upstream)
             if not _keep_graph():
                 ctx.token = None
                 slot.release(token)
-        returned: list[Any] = [None] * len(ctx.needs_input_grad)
-        for k, gradient in zip(plan.grad, gradients, strict=True):
-            returned[k + 4] = gradient
-        return tuple(returned)
+        return _gradient_slots(ctx, plan.grad, gradients, 4)
 
 
 apply_graphed: Callable[..., torch.Tensor] = getattr(
