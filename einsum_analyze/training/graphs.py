@@ -49,7 +49,7 @@ from typing import Any, Literal
 import torch
 
 from ..analysis import analyze
-from ..errors import DropinValueError
+from ..errors import DropinValueError, EinsumAnalyzeError
 from ..model.equation import parse_equation
 from ..model.memory import simulate_memory
 from ..model.types import DTYPE_ITEMSIZE
@@ -183,7 +183,7 @@ class GraphPrediction:
     def describe(self) -> str:
         """One line with the figures compared."""
         return (f"graphs predicted {format_seconds(self.graph_s)} against "
-                f"{format_seconds(self.other_s)} for {self.other}; graph memory "
+                f"{format_seconds(self.other_s)} for {self.other}; graph memory predicted "
                 f"{format_exact_bytes(self.static_bytes + self.pool_bytes)} (static copies "
                 f"{format_exact_bytes(self.static_bytes)}, pool in use "
                 f"{format_exact_bytes(self.pool_bytes)}), graphed peak "
@@ -285,6 +285,9 @@ class GraphSlot:
 
     def __init__(self, key: tuple[Any, ...]) -> None:
         self.key = key
+        device = str(key[3])
+        self.device_index = int(device.split(":")[1]) if ":" in device else 0
+        self.copies_by_tensor = key[2].startswith("complex")  # conjugate views: copy_ each
         self.calls = 0
         self.lock = threading.Lock()
         self.prediction: GraphPrediction | None = None
@@ -314,13 +317,19 @@ class GraphSlot:
         if self.prediction is None:
             if mode is not True and self.calls < AUTO_CAPTURE_CALLS:
                 return False
-            self.prediction = predict_graphs(plan, self.key)
+            try:
+                self.prediction = predict_graphs(plan, self.key)
+            except EinsumAnalyzeError as err:  # a profile without this dtype's rate, ...
+                self.failed = f"not predicted: {err}"
+                return False
         if mode is True:
             return self.prediction.fits  # a budget binds the graphs too
         return self.prediction.engages
 
     def usable(self, needs_grad: bool) -> str | None:
         """Why this call may not replay now (None: it may)."""
+        if torch.cuda.current_device() != self.device_index:
+            return "the operands are not on the current CUDA device"
         if torch.cuda.is_current_stream_capturing():
             return "the current stream is capturing"
         if torch.is_inference_mode_enabled():
@@ -381,7 +390,7 @@ class GraphSlot:
         device = tensors[0].device
         current = torch.cuda.current_stream(device)
         statics = [torch.empty_like(t) for t in tensors]
-        torch._foreach_copy_(statics, list(tensors))  # noqa: SLF001 - one launch
+        self._copy(statics, tensors)
         upstream = None
         if needs_grad:
             upstream = torch.zeros(plan.forward_layouts[0][0], dtype=tensors[0].dtype,
@@ -435,7 +444,7 @@ class GraphSlot:
     # -- replaying ---------------------------------------------------------------
     def run_forward(self, tensors: Any) -> torch.Tensor:
         """Copy the operands in, replay the forward graph, return a copy of the result."""
-        torch._foreach_copy_(self.static_inputs, list(tensors))  # noqa: SLF001
+        self._copy(self.static_inputs, tensors)
         self.forward_graph.replay()
         self.replays += 1
         assert self.static_output is not None
@@ -447,9 +456,23 @@ class GraphSlot:
         assert self.static_upstream is not None
         self.static_upstream.copy_(upstream)
         self.backward_graph.replay()
+        if self.copies_by_tensor:
+            return [g.clone() for g in self.static_gradients]
         gradients = [torch.empty_like(g) for g in self.static_gradients]
-        torch._foreach_copy_(gradients, self.static_gradients)  # noqa: SLF001
+        self._copy(gradients, self.static_gradients)
         return gradients
+
+    def _copy(self, targets: list[torch.Tensor], sources: Any) -> None:
+        """``targets[k].copy_(sources[k])`` for each ``k``.
+
+        One ``_foreach_copy_`` (a launch or a few); one ``copy_`` each for complex
+        tensors, so that a conjugate view is copied as its values.
+        """
+        if self.copies_by_tensor:
+            for target, source in zip(targets, sources, strict=True):
+                target.copy_(source)
+        else:
+            torch._foreach_copy_(targets, list(sources))  # noqa: SLF001
 
     # -- describing --------------------------------------------------------------
     def describe(self) -> str:
@@ -460,12 +483,15 @@ class GraphSlot:
             return f"eager: CUDA graphs {self.failed}{said}"
         if self.forward_graph is not None:
             why = "cuda_graphs=True" if self.mode is True else "auto: predicted faster"
-            reserved = ("not measured" if self.pool_reserved_bytes is None
-                        else format_exact_bytes(self.pool_reserved_bytes))
+            reserved = ("pool's reserved bytes not reported by the allocator"
+                        if self.pool_reserved_bytes is None else
+                        f"pool reserved {format_exact_bytes(self.pool_reserved_bytes)} "
+                        "(measured)")
             fell = (f", {self.fallbacks} eager (last: {self.last_fallback})"
                     if self.fallbacks else "")
-            return (f"replays CUDA graphs ({why}): {self.replays} replays{fell}; pool "
-                    f"reserved {reserved} (measured){said}")
+            plural = "" if self.replays == 1 else "s"
+            return (f"replays CUDA graphs ({why}): {self.replays} replay{plural}{fell}; "
+                    f"{reserved}{said}")
         if self.mode is False:
             return "eager: cuda_graphs=False"
         if prediction is None:
