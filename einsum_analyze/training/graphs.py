@@ -42,6 +42,7 @@ imports neither. It imports torch.
 from __future__ import annotations
 
 import threading
+import warnings
 import weakref
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -377,7 +378,10 @@ class GraphSlot:
         """Warm up and capture the forward (and backward) graphs; False if it failed."""
         try:
             self.warm_up(plan, tensors, needs_grad)
-            self.record(plan, needs_grad)
+            with warnings.catch_warnings():
+                # a pass of views alone launches no kernel: its graph is empty, rightly
+                warnings.filterwarnings("ignore", message=".*CUDA Graph is empty")
+                self.record(plan, needs_grad)
         except (RuntimeError, torch.cuda.OutOfMemoryError) as err:
             self._drop()
             lines = str(err).strip().splitlines()
