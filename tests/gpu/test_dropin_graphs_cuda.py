@@ -274,3 +274,22 @@ def test_auto_decides_at_the_third_call_and_every_call_is_right(name: str) -> No
     print(f"{name}: {line}")
     assert line.startswith(("replays CUDA graphs (auto: predicted faster): 2 replays;",
                             "eager: auto predicts no gain; graphs predicted")), line
+
+
+@pytest.mark.gpu
+def test_transforms_and_forward_ad_never_replay_graphs() -> None:
+    import torch
+    import torch.autograd.forward_ad as fwad
+
+    from einsum_analyze.torch import cache_info, einsum
+
+    a, b, c = _operands(CHAIN_SHAPES, 30, grad=False)
+    batched = torch.stack([a, 2 * a])
+    got = torch.func.vmap(lambda x: einsum(CHAIN, x, b, c, cuda_graphs=True))(batched)
+    assert torch.allclose(got, torch.einsum("nij,jk,kl->nil", batched, b, c), atol=1e-4)
+    tangent = torch.randn_like(a)
+    with fwad.dual_level():
+        dual = einsum(CHAIN, fwad.make_dual(a, tangent), b, c, cuda_graphs=True)
+        jvp = fwad.unpack_dual(dual).tangent
+    assert torch.allclose(jvp, torch.einsum(CHAIN, tangent, b, c), atol=1e-4)
+    assert not any(choice.graphs.startswith("replays") for choice in cache_info().choices)
