@@ -14,12 +14,35 @@ import click
 
 from ..render.terminal import quiet_closed_pipe
 
-__all__ = ["InputError", "OneLineErrors"]
+__all__ = ["InputError", "OneLineErrors", "import_planner"]
 
 _FULL_OUTPUT = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
 """Errors of a write to stdout that has no room (``> /dev/full``, ``ulimit -f``): every
 file the command writes itself is wrapped in a one-line error where it is written, so
 these reach the command's boundary only from stdout."""
+
+
+def import_planner() -> None:
+    """Import opt_einsum without numpy, unless either is imported already.
+
+    opt_einsum imports numpy when it is imported only to fill its table of numpy's
+    functions for arrays; without numpy it looks them up when first asked
+    (``opt_einsum.backends.dispatch``). The analysis plans from shapes and never asks,
+    and numpy's import was a third of the analysis-only command's cold start (about
+    90 ms of 320, ``benchmarks/analysis_cold.py``). numpy imports as usual afterwards:
+    a run on a device (torch imports it) or a search that seeds it. An opt_einsum that
+    imports numpy unconditionally (3.3) is left to import as usual.
+    """
+    if "opt_einsum" in sys.modules or "numpy" in sys.modules:
+        return
+    sys.modules["numpy"] = None  # type: ignore[assignment]  # import numpy now fails
+    try:
+        import opt_einsum  # noqa: F401
+    except ImportError:  # an opt_einsum that needs numpy (3.3): imported later, with it
+        for name in [name for name in sys.modules if name.partition(".")[0] == "opt_einsum"]:
+            del sys.modules[name]
+    finally:
+        del sys.modules["numpy"]
 
 
 class InputError(click.ClickException):

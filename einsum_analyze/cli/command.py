@@ -30,7 +30,7 @@ from ..render.formatting import format_seconds
 from ..render.terminal import check_json_path, console, progress, write_json
 from ..report.budgets import check_budget_strategy
 from ..strategies import STRATEGIES, get_strategy, strategy_names
-from .base import InputError, OneLineErrors
+from .base import InputError, OneLineErrors, import_planner
 from .cases import analyze_cases
 from .counts import check_counts
 from .devices import DEVICES_HELP, check_devices, check_run_devices, run_devices, runs_on_cpu
@@ -548,4 +548,5 @@ def _measured_timelines(report: Report) -> dict[str, Any]:
 
 def main() -> None:
     """Console-script entry point."""
+    import_planner()
     cli()

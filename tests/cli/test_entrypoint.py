@@ -127,6 +127,46 @@ def test_cli_analysis_only_does_not_import_torch():
     assert "Forward summary" in result.stdout
 
 
+def test_analysis_only_cli_imports_no_numpy_and_numpy_works_after():
+    # The command imports opt_einsum with numpy held back (cli.base.import_planner); the
+    # report is the same, and numpy and opt_einsum's numpy backend work afterwards.
+    code = _cli_in_process(*_ANALYSIS_ONLY, "--json", "-") + (
+        "loaded = 'numpy' in sys.modules\n"
+        "import numpy, opt_einsum\n"
+        "a, b = numpy.arange(6.0).reshape(2, 3), numpy.arange(12.0).reshape(3, 4)\n"
+        "same = bool((opt_einsum.contract('ij,jk->ik', a, b) == a @ b).all())\n"
+        "print(loaded, same, file=sys.stderr)\n")
+    result = run(sys.executable, "-c", code)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "False True"
+    api = run(sys.executable, "-c", "import json, einsum_analyze; print(json.dumps("
+              "einsum_analyze.analyze('bc,bd,cm,mdn->bn', "
+              "[(512, 2), (512, 2), (2, 7), (7, 2, 7)]).to_dict()['forward']))")
+    assert api.returncode == 0, api.stderr
+    assert json.loads(result.stdout)["forward"] == json.loads(api.stdout)
+
+
+def test_import_planner_leaves_an_opt_einsum_that_needs_numpy_to_import_later(tmp_path):
+    # opt_einsum 3.3 imports numpy unconditionally: held back, its import fails, and what it
+    # left half-imported is dropped, so that a later import (with numpy) succeeds.
+    package = tmp_path / "opt_einsum"
+    package.mkdir()
+    (package / "__init__.py").write_text("from . import helpers\n")
+    (package / "helpers.py").write_text("import numpy\nVERSION = numpy.__version__\n")
+    code = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n"
+        "from einsum_analyze.cli.base import import_planner\n"
+        "import_planner()\n"
+        "left = sorted(m for m in sys.modules if m.split('.')[0] in ('opt_einsum', 'numpy'))\n"
+        "import opt_einsum\n"
+        "print(left, opt_einsum.__file__.startswith(sys.path[0]),"
+        " opt_einsum.helpers.VERSION == sys.modules['numpy'].__version__)\n"
+    )
+    result = run(sys.executable, "-c", code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[] True True"
+
+
 def test_analysis_only_cli_loads_no_executor_and_the_api_still_has_them():
     # execute() and capture() load when first used: the analysis-only command line starts
     # without the executors, the runs and the drop-in's modules.
