@@ -15,7 +15,8 @@ proportional beyond the largest):
 - each layout copy of an input: the copy class at its bytes; each other kernel of the
   step (an input's private sum): the profile's ``launch_s``;
 - the host's Python around the kernels (:mod:`.host`, the profile's ``host``): our
-  executor's cost per step, per run of each phase and per kind of step in it; for the
+  executor's cost per step and per label of its terms, per run of each phase and per
+  kind of step in it; for the
   ``torch-autograd`` model (its steps' ``runner`` is ``"torch"``), torch.einsum's
   forward call at its number of operands, ``torch_node_s`` per gradient contraction
   and ``torch_backward_s`` per backward call. A phase's cost is given to its first
@@ -141,8 +142,9 @@ def kernel_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
 def step_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
     """One step's predicted seconds on ``profile``: its kernels and its own host cost.
 
-    The host's cost of the step itself (:mod:`.host`): our executor's ``step_s``, or a
-    gradient contraction's ``torch_node_s`` under torch autograd. A phase's costs
+    The host's cost of the step itself (:mod:`.host`): our executor's ``step_s`` and
+    ``label_s`` for each label of its terms, or a gradient contraction's
+    ``torch_node_s`` under torch autograd. A phase's costs
     (:func:`step_times`) are not in it.
 
     Raises:
@@ -151,8 +153,10 @@ def step_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
     host = profile.host
     if step.runner == "torch":
         own = host.torch_node_s if step.phase == "backward" else 0.0
+    elif step.phase == "backward":
+        own = host.backward_step_s + step.labels * host.backward_label_s
     else:
-        own = host.backward_step_s if step.phase == "backward" else host.forward_step_s
+        own = host.forward_step_s + step.labels * host.forward_label_s
     return kernel_seconds(step, profile, dtype) + own
 
 
