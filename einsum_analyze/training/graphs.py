@@ -133,14 +133,18 @@ def pool_bytes(plan: Any) -> int:
         48, 80 and 120 bytes, holds them all at the end of the backward capture.
     """
     kept = set(plan.new_saved)
+    outside: set[str] = set()  # the static upstream, and views over its storage
     events = []
     for event in plan.result.events:
         if event.kind == "free" and event.tensor in kept:
             continue
-        if any(name in kept for name, _ in event.consumes):
+        consumed = [name for name, _ in event.consumes]
+        if any(name in kept for name in consumed):
             kept.add(event.tensor)  # a view over a kept tensor's storage: held as well
-        if event.kind == "alloc" and event.op == "seed":
-            event = event._replace(elements=0)  # the static upstream, outside the pool
+        if event.kind == "alloc" and (event.op == "seed"
+                                      or any(name in outside for name in consumed)):
+            event = event._replace(elements=0)  # outside the pool
+            outside.add(event.tensor)
         events.append(event)
     profile = simulate_memory(events, input_elements=0, output_elements=0,
                               itemsize=plan.result.memory.itemsize,
