@@ -11,12 +11,13 @@ every call's data its own:
   before it replays, so the caller's tensors may live anywhere.
 - **Nothing returned aliases graph memory.** The result and the gradients are copied
   out of the graphs' memory into fresh tensors, which a later replay cannot touch.
-- **One call in flight.** The forward graph writes the tensors its backward reads. A
-  grad call claims the slot (a token held by its autograd node) until its backward has
-  run (or, with ``retain_graph``, until the node is freed); a second forward of the same
-  plan meanwhile (a layer used twice, gradient accumulation over micro-batches before
-  the first backward) runs the eager events instead and leaves the first call's
-  tensors as they were.
+- **One call per graph set.** The forward graph writes the tensors its backward reads.
+  A grad call claims one set (:class:`GraphInstance`: a token held by its autograd node)
+  until its backward has run (or, with ``retain_graph``, until the node is freed). A
+  second forward of the same plan meanwhile (a layer used twice, gradient accumulation
+  over micro-batches before the first backward) claims another set, captured for it, up
+  to :data:`MAX_INSTANCES`; beyond that it runs the eager events. Either way the first
+  call's tensors stay as they were.
 - **Capture.** On a side stream of the slot's own, after a warm-up of the eager events
   there (libraries' handles and workspaces made outside the capture); both graphs
   share one memory pool. No capture starts while the current stream is capturing
@@ -58,9 +59,9 @@ from ..model.units import format_exact_bytes, format_seconds
 from ..roofline import HostCosts, kernel_seconds, predict_time, step_costs
 from .choice import NO_BUDGET, TIME_MARGIN, call_profile, node_s
 
-__all__ = ["AUTO_CAPTURE_CALLS", "CUDA_GRAPHS_CHOICES", "GRAPH_NODE_S", "REPLAY_S",
-           "CudaGraphs", "GraphPrediction", "GraphSlot", "check_cuda_graphs",
-           "pool_bytes", "predict_graphs"]
+__all__ = ["AUTO_CAPTURE_CALLS", "CUDA_GRAPHS_CHOICES", "GRAPH_NODE_S", "MAX_INSTANCES",
+           "REPLAY_S", "CudaGraphs", "GraphInstance", "GraphPrediction", "GraphSlot",
+           "check_cuda_graphs", "pool_bytes", "predict_graphs"]
 
 CudaGraphs = bool | Literal["auto"]
 """The ``cuda_graphs`` option: True (replay wherever a plan of ours can), False (never),
@@ -81,6 +82,11 @@ REPLAY_S = 8e-6
 AUTO_CAPTURE_CALLS = 3
 """Under ``"auto"`` a slot captures at its entry's third call: shapes called once or
 twice never pay a capture."""
+
+MAX_INSTANCES = 8
+"""Graph sets one cache entry may capture: one per call whose backward has not run yet
+(a layer used several times in a model, micro-batches accumulated), beyond which such
+calls run the eager events."""
 
 _WARMUP = 2
 """Eager runs of the events on the capture stream before a capture."""
@@ -127,14 +133,18 @@ def pool_bytes(plan: Any) -> int:
         48, 80 and 120 bytes, holds them all at the end of the backward capture.
     """
     kept = set(plan.new_saved)
+    outside: set[str] = set()  # the static upstream, and views over its storage
     events = []
     for event in plan.result.events:
         if event.kind == "free" and event.tensor in kept:
             continue
-        if any(name in kept for name, _ in event.consumes):
+        consumed = [name for name, _ in event.consumes]
+        if any(name in kept for name in consumed):
             kept.add(event.tensor)  # a view over a kept tensor's storage: held as well
-        if event.kind == "alloc" and event.op == "seed":
-            event = event._replace(elements=0)  # the static upstream, outside the pool
+        if event.kind == "alloc" and (event.op == "seed"
+                                      or any(name in outside for name in consumed)):
+            event = event._replace(elements=0)  # outside the pool
+            outside.add(event.tensor)
         events.append(event)
     profile = simulate_memory(events, input_elements=0, output_elements=0,
                               itemsize=plan.result.memory.itemsize,
@@ -271,28 +281,21 @@ def _side_stream(device: torch.device) -> Any:
 
 
 class _Token:
-    """What a grad call's autograd node holds while the slot's tensors are its own."""
+    """What a grad call's autograd node holds while an instance's tensors are its own."""
 
     __slots__ = ("__weakref__",)
 
 
-class GraphSlot:
-    """One plan cache entry's CUDA graphs, their static tensors and their state.
+class GraphInstance:
+    """One captured pair of graphs, their static tensors, and who holds them now.
 
-    Made (empty) with the plan for a CUDA device; captured on the first call that uses
-    it (:meth:`usable`, :meth:`forward`). Methods take the plan as an argument: the
-    slot holds no reference to it.
+    Made empty by :meth:`GraphSlot.claim`; :meth:`warm_up` and :meth:`record` capture
+    it (:meth:`GraphSlot.capture` calls both); :meth:`run_forward` and
+    :meth:`run_backward` replay it. Methods take the plan as an argument.
     """
 
-    def __init__(self, key: tuple[Any, ...]) -> None:
-        self.key = key
-        device = str(key[3])
-        self.device_index = int(device.split(":")[1]) if ":" in device else 0
-        self.copies_by_tensor = key[2].startswith("complex")  # conjugate views: copy_ each
-        self.calls = 0
-        self.lock = threading.Lock()
-        self.prediction: GraphPrediction | None = None
-        self.failed: str | None = None
+    def __init__(self, copies_by_tensor: bool) -> None:
+        self.copies_by_tensor = copies_by_tensor  # complex: conjugate views, copy_ each
         self.forward_graph: Any = None
         self.backward_graph: Any = None
         self.static_inputs: list[torch.Tensor] = []
@@ -303,70 +306,14 @@ class GraphSlot:
         self.pool_reserved_bytes: int | None = None
         self.owner: weakref.ref[_Token] | None = None
         self.last_stream: Any = None
-        self.replays = 0
-        self.fallbacks = 0
-        self.last_fallback = ""
-        self.mode: CudaGraphs = False
 
-    # -- deciding ----------------------------------------------------------------
-    def wanted(self, plan: Any, mode: CudaGraphs) -> bool:
-        """Whether a call with option ``mode`` replays this plan's graphs (or captures)."""
-        self.calls += 1
-        self.mode = mode
-        if self.failed is not None:
-            return False
-        if self.prediction is None:
-            if mode is not True and self.calls < AUTO_CAPTURE_CALLS:
-                return False
-            try:
-                self.prediction = predict_graphs(plan, self.key)
-            except EinsumAnalyzeError as err:  # a profile without this dtype's rate, ...
-                self.failed = f"not predicted: {err}"
-                return False
-        if mode is True:
-            return self.prediction.fits  # a budget binds the graphs too
-        return self.prediction.engages
+    def is_free(self) -> bool:
+        """No call's backward reads this instance's tensors."""
+        owner = self.owner
+        return owner is None or owner() is None
 
-    def usable(self, needs_grad: bool) -> str | None:
-        """Why this call may not replay now (None: it may)."""
-        if torch.cuda.current_device() != self.device_index:
-            return "the operands are not on the current CUDA device"
-        if torch.cuda.is_current_stream_capturing():
-            return "the current stream is capturing"
-        if torch.is_inference_mode_enabled():
-            return "inference mode"
-        if needs_grad and _saved_tensors_hooks(False) is not None:
-            return "saved_tensors_hooks are on"
-        return None
-
-    def note_fallback(self, why: str) -> None:
-        """Count a call that ran eagerly where it wanted the graphs."""
-        self.fallbacks += 1
-        self.last_fallback = why
-
-    # -- claiming ----------------------------------------------------------------
-    def claim(self) -> _Token | None:
-        """The slot's tensors for one call; None: another call's backward still reads them.
-
-        Waits on the last replay's stream where the current one differs.
-        """
-        with self.lock:
-            owner = self.owner
-            if owner is not None and owner() is not None:
-                return None
-            token = _Token()
-            self.owner = weakref.ref(token)
-        self._follow_stream()
-        return token
-
-    def release(self, token: _Token) -> None:
-        """Give the slot back after ``token``'s call has finished with its tensors."""
-        with self.lock:
-            owner = self.owner
-            if owner is not None and owner() is token:
-                self.owner = None
-
-    def _follow_stream(self) -> None:
+    def follow_stream(self) -> None:
+        """Make the current stream wait for the last replay's, where they differ."""
         current = torch.cuda.current_stream()
         last = self.last_stream
         if last is not None and last != current:
@@ -374,21 +321,6 @@ class GraphSlot:
         self.last_stream = current
 
     # -- capturing ---------------------------------------------------------------
-    def capture(self, plan: Any, tensors: Any, needs_grad: bool) -> bool:
-        """Warm up and capture the forward (and backward) graphs; False if it failed."""
-        try:
-            self.warm_up(plan, tensors, needs_grad)
-            with warnings.catch_warnings():
-                # a pass of views alone launches no kernel: its graph is empty, rightly
-                warnings.filterwarnings("ignore", message=".*CUDA Graph is empty")
-                self.record(plan, needs_grad)
-        except (RuntimeError, torch.cuda.OutOfMemoryError) as err:
-            self._drop()
-            lines = str(err).strip().splitlines()
-            self.failed = f"capture failed: {lines[0] if lines else type(err).__name__}"
-            return False
-        return True
-
     def warm_up(self, plan: Any, tensors: Any, needs_grad: bool) -> None:
         """Make the static copies and run the events eagerly on the capture stream."""
         device = tensors[0].device
@@ -440,23 +372,17 @@ class GraphSlot:
         self.pool_reserved_bytes = _pool_reserved(pool)
         self.last_stream = current
 
-    def _drop(self) -> None:
-        self.forward_graph = self.backward_graph = None
-        self.static_inputs, self.static_saved, self.static_gradients = [], [], []
-        self.static_upstream = self.static_output = None
-
     # -- replaying ---------------------------------------------------------------
     def run_forward(self, tensors: Any) -> torch.Tensor:
         """Copy the operands in, replay the forward graph, return a copy of the result."""
         self._copy(self.static_inputs, tensors)
         self.forward_graph.replay()
-        self.replays += 1
         assert self.static_output is not None
         return self.static_output.clone()
 
     def run_backward(self, upstream: torch.Tensor) -> list[torch.Tensor]:
         """Copy the upstream gradient in, replay the backward graph, return copies."""
-        self._follow_stream()
+        self.follow_stream()
         assert self.static_upstream is not None
         self.static_upstream.copy_(upstream)
         self.backward_graph.replay()
@@ -478,6 +404,127 @@ class GraphSlot:
         else:
             torch._foreach_copy_(targets, list(sources))  # noqa: SLF001
 
+
+class GraphSlot:
+    """One plan cache entry's CUDA graphs: its instances, its decision, its counters.
+
+    Made (empty) with the plan for a CUDA device. A call claims a free instance
+    (:meth:`claim`), capturing a new one where every instance is held by a call whose
+    backward has not run yet, up to :data:`MAX_INSTANCES`. Methods take the plan as an
+    argument: the slot holds no reference to it.
+    """
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+        device = str(key[3])
+        self.device_index = int(device.split(":")[1]) if ":" in device else 0
+        self.copies_by_tensor = str(key[2]).startswith("complex")
+        self.calls = 0
+        self.lock = threading.Lock()
+        self.prediction: GraphPrediction | None = None
+        self.failed: str | None = None
+        self.instances: list[GraphInstance] = []
+        self.replays = 0
+        self.fallbacks = 0
+        self.last_fallback = ""
+        self.mode: CudaGraphs = False
+
+    # -- deciding ----------------------------------------------------------------
+    def wanted(self, plan: Any, mode: CudaGraphs) -> bool:
+        """Whether a call with option ``mode`` replays this plan's graphs (or captures)."""
+        self.calls += 1
+        self.mode = mode
+        if self.failed is not None:
+            return False
+        if self.prediction is None:
+            if mode is not True and self.calls < AUTO_CAPTURE_CALLS:
+                return False
+            try:
+                self.prediction = predict_graphs(plan, self.key)
+            except EinsumAnalyzeError as err:  # a profile without this dtype's rate, ...
+                self.failed = f"not predicted: {err}"
+                return False
+        if mode is True:
+            return self.prediction.fits  # a budget binds the graphs too
+        return self.prediction.engages
+
+    def usable(self, needs_grad: bool) -> str | None:
+        """Why this call may not replay now (None: it may)."""
+        if torch.cuda.current_device() != self.device_index:
+            return "the operands are not on the current CUDA device"
+        if torch.cuda.is_current_stream_capturing():
+            return "the current stream is capturing"
+        if torch.is_inference_mode_enabled():
+            return "inference mode"
+        if needs_grad and _saved_tensors_hooks(False) is not None:
+            return "saved_tensors_hooks are on"
+        return None
+
+    def note_fallback(self, why: str) -> None:
+        """Count a call that ran eagerly where it wanted the graphs."""
+        self.fallbacks += 1
+        self.last_fallback = why
+
+    # -- claiming ----------------------------------------------------------------
+    def claim(self) -> tuple[GraphInstance, _Token] | None:
+        """A free instance for one call, and the token that holds it.
+
+        A new, empty instance where every one is held (:meth:`capture` fills it), up to
+        :data:`MAX_INSTANCES` and, under a budget, as far as their memory fits it; None
+        beyond. The current stream waits on the instance's last replay's stream.
+        """
+        with self.lock:
+            chosen = next((i for i in self.instances if i.is_free()), None)
+            if chosen is None:
+                if not self._room():
+                    return None
+                chosen = self.new_instance()
+                self.instances.append(chosen)
+            token = _Token()
+            chosen.owner = weakref.ref(token)
+        chosen.follow_stream()
+        return chosen, token
+
+    def _room(self) -> bool:
+        """Whether one more instance may be captured."""
+        count = len(self.instances)
+        if count >= MAX_INSTANCES:
+            return False
+        prediction = self.prediction
+        if prediction is None or prediction.budget_bytes is None:
+            return True
+        each = prediction.static_bytes + prediction.pool_bytes
+        return prediction.peak_bytes + count * each <= prediction.budget_bytes
+
+    def new_instance(self) -> GraphInstance:
+        """An empty instance, not yet captured."""
+        return GraphInstance(self.copies_by_tensor)
+
+    def release(self, instance: GraphInstance, token: _Token) -> None:
+        """Give ``instance`` back after ``token``'s call has finished with its tensors."""
+        with self.lock:
+            owner = instance.owner
+            if owner is not None and owner() is token:
+                instance.owner = None
+
+    # -- capturing ---------------------------------------------------------------
+    def capture(self, plan: Any, instance: GraphInstance, tensors: Any,
+                needs_grad: bool) -> bool:
+        """Warm up and capture ``instance``; False (the slot stays eager) if it failed."""
+        try:
+            instance.warm_up(plan, tensors, needs_grad)
+            with warnings.catch_warnings():
+                # a pass of views alone launches no kernel: its graph is empty, rightly
+                warnings.filterwarnings("ignore", message=".*CUDA Graph is empty")
+                instance.record(plan, needs_grad)
+        except (RuntimeError, torch.cuda.OutOfMemoryError) as err:
+            with self.lock:
+                self.instances.remove(instance)
+            lines = str(err).strip().splitlines()
+            self.failed = f"capture failed: {lines[0] if lines else type(err).__name__}"
+            return False
+        return True
+
     # -- describing --------------------------------------------------------------
     def describe(self) -> str:
         """One line for :func:`.plans.cache_info`: whether it replays, and why (not)."""
@@ -485,17 +532,21 @@ class GraphSlot:
         said = f"; {prediction.describe()}" if prediction is not None else ""
         if self.failed is not None:
             return f"eager: CUDA graphs {self.failed}{said}"
-        if self.forward_graph is not None:
+        captured = [i for i in self.instances if i.forward_graph is not None]
+        if captured:
             why = "cuda_graphs=True" if self.mode is True else "auto: predicted faster"
-            reserved = ("pool's reserved bytes not reported by the allocator"
-                        if self.pool_reserved_bytes is None else
-                        f"pool reserved {format_exact_bytes(self.pool_reserved_bytes)} "
-                        "(measured)")
+            reserved = [i.pool_reserved_bytes for i in captured]
+            pools = ("pools' reserved bytes not reported by the allocator"
+                     if None in reserved else
+                     f"pool{'s' if len(captured) > 1 else ''} reserved "
+                     f"{format_exact_bytes(sum(r for r in reserved if r is not None))} "
+                     "(measured)")
             fell = (f", {self.fallbacks} eager (last: {self.last_fallback})"
                     if self.fallbacks else "")
             plural = "" if self.replays == 1 else "s"
-            return (f"replays CUDA graphs ({why}): {self.replays} replay{plural}{fell}; "
-                    f"{reserved}{said}")
+            sets = "" if len(captured) == 1 else f" on {len(captured)} graph sets"
+            return (f"replays CUDA graphs ({why}): {self.replays} replay{plural}{sets}"
+                    f"{fell}; {pools}{said}")
         if self.mode is False:
             return "eager: cuda_graphs=False"
         if prediction is None:

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ..errors import DropinError
-from .graphs import CudaGraphs, GraphSlot
+from .graphs import CudaGraphs, GraphInstance, GraphSlot
 from .plans import DTYPE_NAMES, DropinPlan, eager_plan, get_plan, plan_key, remember_eager
 
 __all__ = ["EagerContract", "GraphedContract", "apply_eager", "contract", "contract_backward",
@@ -404,9 +404,10 @@ def run_graphed(plan: DropinPlan, mode: CudaGraphs, operands: tuple[torch.Tensor
     """The call through the plan's CUDA graphs (:mod:`.graphs`); None: run it eagerly.
 
     None where ``mode`` or ``"auto"``'s prediction does not ask for the graphs, where
-    they may not run now (the current stream capturing, inference mode,
-    saved_tensors_hooks on), where another call's backward still reads the slot's
-    tensors, or where the capture failed.
+    they may not run now (another device current, the current stream capturing,
+    inference mode, saved_tensors_hooks on), where every graph set is held by a call
+    whose backward has not run and no other may be captured, or where the capture
+    failed.
     """
     slot = plan.graphs
     if slot is None or not slot.wanted(plan, mode):
@@ -415,36 +416,39 @@ def run_graphed(plan: DropinPlan, mode: CudaGraphs, operands: tuple[torch.Tensor
     if why is not None:
         slot.note_fallback(why)
         return None
-    token = slot.claim()
-    if token is None:
-        slot.note_fallback("another call's backward still reads the graphs' tensors")
+    claimed = slot.claim()
+    if claimed is None:
+        slot.note_fallback("every graph set is held by a call whose backward has not run")
         return None
-    if slot.forward_graph is None and not slot.capture(plan, tensors, needs_grad):
-        slot.release(token)
+    instance, token = claimed
+    if instance.forward_graph is None and not slot.capture(plan, instance, tensors,
+                                                           needs_grad):
         return None
+    slot.replays += 1
     if not needs_grad:
         try:
-            return slot.run_forward(tensors)
+            return instance.run_forward(tensors)
         finally:
-            slot.release(token)
-    return apply_graphed(plan, slot, token, operands, *tensors)
+            slot.release(instance, token)
+    return apply_graphed(plan, slot, instance, token, operands, *tensors)
 
 
 class GraphedContract(torch.autograd.Function):
     """The eager node of a call whose forward and backward replay CUDA graphs.
 
-    Forward replays the slot's forward graph (its result copied out); the slot stays
-    claimed by this node's token until backward has replayed the backward graph (or,
-    under ``retain_graph``, until the node is freed). A double backward runs
+    Forward replays an instance's forward graph (its result copied out); the instance
+    stays claimed by this node's token until backward has replayed its backward graph
+    (or, under ``retain_graph``, until the node is freed). A double backward runs
     torch.einsum's differentiable backward, as :class:`EagerContract`'s does.
     """
 
     @staticmethod
-    def forward(ctx: Any, plan: DropinPlan, slot: GraphSlot, token: Any,
-                operands: tuple[torch.Tensor, ...], *tensors: torch.Tensor) -> torch.Tensor:
-        """Replay the forward graph on ``tensors``; ``token`` holds the slot for backward."""
-        out = slot.run_forward(tensors)
-        ctx.plan, ctx.slot, ctx.token = plan, slot, token
+    def forward(ctx: Any, plan: DropinPlan, slot: GraphSlot, instance: GraphInstance,
+                token: Any, operands: tuple[torch.Tensor, ...],
+                *tensors: torch.Tensor) -> torch.Tensor:
+        """Replay ``instance``'s forward graph; ``token`` holds it for backward."""
+        out = instance.run_forward(tensors)
+        ctx.plan, ctx.slot, ctx.instance, ctx.token = plan, slot, instance, token
         ctx.operands = operands  # for a double backward only
         ctx.operand_versions = _versions(operands)
         ctx.equation = plan.equation
@@ -453,7 +457,7 @@ class GraphedContract(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, upstream: torch.Tensor | None) -> tuple[Any, ...]:
-        """Replay the backward graph (the gradients copied out), then free the slot."""
+        """Replay the backward graph (the gradients copied out), then free the instance."""
         plan: DropinPlan = ctx.plan
         if upstream is None:
             return (None,) * len(ctx.needs_input_grad)
@@ -463,12 +467,12 @@ class GraphedContract(torch.autograd.Function):
             token = ctx.token
             if token is None:
                 raise RuntimeError(_SECOND_BACKWARD)
-            slot: GraphSlot = ctx.slot
-            gradients = slot.run_backward(upstream)
+            instance: GraphInstance = ctx.instance
+            gradients = instance.run_backward(upstream)
             if not _keep_graph():
                 ctx.token = None
-                slot.release(token)
-        return _gradient_slots(ctx, plan.grad, gradients, 4)
+                ctx.slot.release(instance, token)
+        return _gradient_slots(ctx, plan.grad, gradients, 5)
 
 
 apply_graphed: Callable[..., torch.Tensor] = getattr(

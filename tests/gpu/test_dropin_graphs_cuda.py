@@ -94,17 +94,36 @@ def test_two_forwards_before_one_backward_keep_their_own_saved_tensors() -> None
     first, second = _operands(CHAIN_SHAPES, 1), _operands(CHAIN_SHAPES, 2)
     u1, u2 = torch.randn(64, 16, device="cuda"), torch.randn(64, 16, device="cuda")
     y1 = einsum(CHAIN, *first, strategy="reverse", cuda_graphs=True)  # captures, holds
-    y2 = einsum(CHAIN, *second, strategy="reverse", cuda_graphs=True)  # eager meanwhile
-    assert "1 eager (last: another call's backward still reads" in _graphs_line(CHAIN)
+    y2 = einsum(CHAIN, *second, strategy="reverse", cuda_graphs=True)  # a second set
+    assert "2 replays on 2 graph sets;" in _graphs_line(CHAIN)
     g2 = torch.autograd.grad(y2, second, u2)  # backward out of order
     g1 = torch.autograd.grad(y1, first, u1)
     _close(g1, _oracle(CHAIN, first, u1))
     _close(g2, _oracle(CHAIN, second, u2))
-    third = _operands(CHAIN_SHAPES, 3)  # y1's backward gave the slot back
+    third = _operands(CHAIN_SHAPES, 3)  # both sets free again
     g3 = torch.autograd.grad(einsum(CHAIN, *third, strategy="reverse", cuda_graphs=True),
                              third, u1)
     _close(g3, _oracle(CHAIN, third, u1))
-    assert "2 replays, 1 eager" in _graphs_line(CHAIN)
+    assert "3 replays on 2 graph sets;" in _graphs_line(CHAIN)
+
+
+@pytest.mark.gpu
+def test_past_the_last_graph_set_a_second_forward_runs_eagerly(monkeypatch: Any) -> None:
+    import torch
+
+    from einsum_analyze.torch import einsum
+    from einsum_analyze.training import graphs
+
+    monkeypatch.setattr(graphs, "MAX_INSTANCES", 1)
+    first, second = _operands(CHAIN_SHAPES, 1), _operands(CHAIN_SHAPES, 2)
+    u1, u2 = torch.randn(64, 16, device="cuda"), torch.randn(64, 16, device="cuda")
+    y1 = einsum(CHAIN, *first, strategy="reverse", cuda_graphs=True)  # captures, holds
+    y2 = einsum(CHAIN, *second, strategy="reverse", cuda_graphs=True)  # eager meanwhile
+    assert "1 replay, 1 eager (last: every graph set is held" in _graphs_line(CHAIN)
+    g2 = torch.autograd.grad(y2, second, u2)
+    g1 = torch.autograd.grad(y1, first, u1)
+    _close(g1, _oracle(CHAIN, first, u1))
+    _close(g2, _oracle(CHAIN, second, u2))
 
 
 @pytest.mark.gpu
@@ -237,16 +256,17 @@ def test_the_pools_measured_bytes_in_use_are_the_prediction(name: str) -> None:
     slot = plan.graphs
     assert slot is not None
     tensors = [o.detach() for o in operands]
-    slot.warm_up(plan, tensors, True)
+    instance = slot.new_instance()
+    instance.warm_up(plan, tensors, True)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
-    slot.record(plan, True)
+    instance.record(plan, True)
     torch.cuda.synchronize()
     measured = torch.cuda.max_memory_allocated() - base
     predicted = pool_bytes(plan)
     assert abs(measured - predicted) <= 0.02 * predicted + 4 * ROUNDING, (measured, predicted)
-    reserved = slot.pool_reserved_bytes
+    reserved = instance.pool_reserved_bytes
     assert reserved is not None and reserved >= measured, (reserved, measured)
     print(f"{name}: pool in use measured {measured} B, predicted {predicted} B, reserved "
           f"{reserved} B; static copies {sum(math.prod(t.shape) for t in tensors) * 4} B "

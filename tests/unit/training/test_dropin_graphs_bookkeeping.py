@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 import torch
 
+from einsum_analyze.training import graphs
 from einsum_analyze.training.choice import NO_BUDGET
-from einsum_analyze.training.graphs import GraphSlot
+from einsum_analyze.training.graphs import GraphInstance, GraphSlot
 from einsum_analyze.training.node import run_graphed
 from einsum_analyze.training.plans import get_plan
 
@@ -39,12 +40,19 @@ class _Rerun:
 
 
 class _CpuSlot(GraphSlot):
-    """A slot whose graphs re-run the events into the tensors the capture made."""
+    """A slot of instances whose graphs re-run the events (:class:`_CpuGraphs`)."""
 
     def usable(self, needs_grad: bool) -> str | None:
         return None  # no stream to capture, no hooks in these tests
 
-    def _follow_stream(self) -> None:
+    def new_instance(self) -> GraphInstance:
+        return _CpuGraphs(self.copies_by_tensor)
+
+
+class _CpuGraphs(GraphInstance):
+    """An instance whose graphs re-run the events into the tensors the capture made."""
+
+    def follow_stream(self) -> None:
         pass
 
     def warm_up(self, plan: Any, tensors: Any, needs_grad: bool) -> None:
@@ -125,23 +133,40 @@ def test_each_call_gets_its_own_result_and_gradients() -> None:
         assert all(torch.equal(g, c) for g, c in zip(grads, saved, strict=True))
         _assert_close(grads, _oracle(operands, upstream))
     assert plan.graphs.replays == 3 and plan.graphs.fallbacks == 0
+    assert len(plan.graphs.instances) == 1  # each backward gave the set back
 
 
-def test_a_second_forward_before_the_first_backward_runs_eagerly() -> None:
+def test_forwards_before_their_backwards_replay_graph_sets_of_their_own() -> None:
+    plan = _plan()
+    u1, u2 = torch.randn(6, 3, dtype=torch.float64), torch.randn(6, 3, dtype=torch.float64)
+    calls = [_operands(seed) for seed in (1, 2, 3)]
+    results = [_call(plan, operands) for operands in calls]  # three sets, none free
+    assert len(plan.graphs.instances) == 3
+    for y, operands in reversed(list(zip(results, calls, strict=True))):  # out of order
+        _assert_close(torch.autograd.grad(y, operands, u1), _oracle(operands, u1))
+    again = _operands(4)  # every set free again: the first is reused
+    _assert_close(torch.autograd.grad(_call(plan, again), again, u2), _oracle(again, u2))
+    assert len(plan.graphs.instances) == 3 and plan.graphs.replays == 4
+    assert "4 replays on 3 graph sets" in plan.graphs.describe()
+
+
+def test_past_the_last_graph_set_a_forward_runs_eagerly(monkeypatch: Any) -> None:
+    monkeypatch.setattr(graphs, "MAX_INSTANCES", 1)
     plan = _plan()
     first, second, third = _operands(1), _operands(2), _operands(3)
     u1, u2 = torch.randn(6, 3, dtype=torch.float64), torch.randn(6, 3, dtype=torch.float64)
     y1 = _call(plan, first)
-    assert run_graphed(plan, True, tuple(second), second, True) is None  # in flight
+    assert run_graphed(plan, True, tuple(second), second, True) is None  # held: eager
     assert plan.graphs.fallbacks == 1
-    assert plan.graphs.last_fallback.startswith("another call's backward")
+    assert plan.graphs.last_fallback.startswith("every graph set is held")
     _assert_close(torch.autograd.grad(y1, first, u1), _oracle(first, u1))
-    y3 = _call(plan, third)  # the first backward gave the slot back
+    y3 = _call(plan, third)  # the first backward gave the set back
     _assert_close(torch.autograd.grad(y3, third, u2), _oracle(third, u2))
     assert plan.graphs.replays == 2
 
 
-def test_retain_graph_keeps_the_slot_until_the_node_is_freed() -> None:
+def test_retain_graph_keeps_the_set_until_the_node_is_freed(monkeypatch: Any) -> None:
+    monkeypatch.setattr(graphs, "MAX_INSTANCES", 1)
     plan = _plan()
     operands = _operands(4)
     u1, u2 = torch.randn(6, 3, dtype=torch.float64), torch.randn(6, 3, dtype=torch.float64)
@@ -164,7 +189,7 @@ def test_a_result_dropped_without_backward_gives_the_slot_back() -> None:
     upstream = torch.randn(6, 3, dtype=torch.float64)
     _assert_close(torch.autograd.grad(_call(plan, operands), operands, upstream),
                   _oracle(operands, upstream))
-    assert plan.graphs.fallbacks == 0
+    assert plan.graphs.fallbacks == 0 and len(plan.graphs.instances) == 1
 
 
 def test_double_backward_through_a_graphed_call() -> None:
@@ -200,7 +225,8 @@ def test_forward_only_calls_copy_their_result_out() -> None:
     yb = _call(plan, b)
     assert torch.equal(ya, kept) and not torch.equal(ya, yb)
     assert torch.allclose(yb, torch.einsum(CHAIN, *b))
-    assert plan.graphs.owner is None  # released at once: no backward reads it
+    (instance,) = plan.graphs.instances
+    assert instance.owner is None  # released at once: no backward reads it
 
 
 def test_complex_operands_and_a_conjugate_view_are_copied_as_values() -> None:
