@@ -176,3 +176,56 @@ def test_every_nominal_profile_carries_host_figures():
         assert operands == sorted(operands) and operands[0] == 2
         # torch.einsum's call of three or more operands searches a path: dearer than two.
         assert interpolate(host.torch_forward, 4) > interpolate(host.torch_forward, 2)
+
+
+def _phases(steps, profile):
+    seconds = step_times(steps, profile, "float32")
+    return {phase: sum(t for t, c in zip(seconds, steps, strict=True) if c.phase == phase)
+            for phase in ("forward", "backward")}
+
+
+def _kernels(steps, profile, phase):
+    from einsum_analyze.roofline.time_model import kernel_seconds
+
+    return sum(kernel_seconds(c, profile, "float32") for c in steps if c.phase == phase)
+
+
+def test_on_an_asynchronous_device_a_phase_takes_its_kernels_or_its_host_not_both():
+    # The same host costs beside kernels of 1 ms each (bound by the bandwidth): on a
+    # synchronous device the phase pays both, on a GPU only its kernels.
+    slow = profile_from_dict({"name": "slow", "bandwidth_bytes_per_s": 1e3,
+                              "flops_per_s": 1e30, "launch_s": 1e-6}, "slow")
+    sync = replace(slow, host=HOST)
+    gpu = replace(sync, is_async=True)
+    _, steps = _predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse", sync)
+    for phase in ("forward", "backward"):
+        kernels = _kernels(steps, gpu, phase)
+        assert _phases(steps, gpu)[phase] == pytest.approx(kernels, rel=1e-12)
+        assert _phases(steps, sync)[phase] > kernels
+    t, _ = _predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse", gpu)
+    assert t.total_s == pytest.approx(sum(_phases(steps, gpu).values()), rel=1e-12)
+
+
+def test_on_an_asynchronous_device_a_host_bound_phase_pays_the_dispatch_of_its_kernels():
+    # Kernels that cost nothing: each phase is its host's, its kernels' dispatch at
+    # launch_s each included.
+    gpu = replace(HOSTED, launch_s=2e-6, is_async=True)
+    t, steps = _predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse", gpu)
+    sync, _ = _predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse", replace(gpu, is_async=False))
+    launches = {phase: sum(c.launches for c in steps if c.phase == phase)
+                for phase in ("forward", "backward")}
+    kernels = {phase: _kernels(steps, gpu, phase) for phase in ("forward", "backward")}
+    assert t.forward_s == pytest.approx(
+        sync.forward_s - kernels["forward"] + launches["forward"] * 2e-6, rel=1e-9)
+    assert t.backward_s == pytest.approx(
+        sync.backward_s - kernels["backward"] + launches["backward"] * 2e-6, rel=1e-9)
+
+
+def test_gpus_are_asynchronous_and_the_cpu_is_not():
+    assert {name: p.is_async for name, p in NOMINAL.items()} == {
+        "h200": True, "h100": True, "a100": True, "cpu": False}
+    read = profile_from_dict({**NOMINAL["h200"].to_dict("float32")}, "x")
+    assert read.is_async is True
+    assert profile_from_dict({"bandwidth_bytes_per_s": 1, "flops_per_s": 1}, "x").is_async is False
+    with pytest.raises(PlanningError, match="is_async must be true or false"):
+        profile_from_dict({"bandwidth_bytes_per_s": 1, "flops_per_s": 1, "is_async": 1}, "x")
