@@ -88,13 +88,18 @@ class TimeLimit:
             print(line)  # noqa: T201
 
 
-def read_cases(args: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
-    """The device (``cuda`` read as ``cuda:0``) and the cases ``--cases`` names."""
+def read_cases(args: argparse.Namespace, *, models: bool = False
+               ) -> tuple[str, list[dict[str, Any]]]:
+    """The device (``cuda`` read as ``cuda:0``) and the cases ``--cases`` names, of
+    ``cases.json`` (and ``model_einsums.json`` with ``models``)."""
     import torch
 
     device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
     device = "cuda:0" if device == "cuda" else device
     cases = json.loads(CASES.read_text(encoding="utf-8"))["cases"]
+    if models:
+        cases += json.loads((CASES.parent / "model_einsums.json").read_text(
+            encoding="utf-8"))["cases"]
     wanted = [name for name in args.cases.split(",") if name]
     return device, [case for case in cases if not wanted or case["name"] in wanted]
 

@@ -13,6 +13,12 @@ diagonal); ``--set all`` (the default) runs both. For each case, forward + backw
 - ``oe-expr``: opt_einsum's cached ``contract_expression`` on the torch backend, eager;
 - ``ours``: ``einsum_analyze.torch.einsum``, eager, on a cache hit;
 - ``ours-compiled``: a module calling it, ``torch.compile(fullgraph=True)``;
+- ``ours-graphs``: the drop-in, eager, with ``cuda_graphs=True`` (its forward and
+  backward replayed as CUDA graphs; CUDA only);
+- ``torch-reduce-overhead``: the torch.einsum module under
+  ``torch.compile(mode="reduce-overhead", fullgraph=True)`` (inductor's CUDA graphs;
+  CUDA only), each step opened with ``torch.compiler.cudagraph_mark_step_begin()``;
+  timed only where ``--runs`` names it (its compile is a third per case);
 
 median time (the runs interleaved, block by block, so that a shared machine's drift
 falls on all of them alike) and measured peak (CUDA ``max_memory_allocated`` above the
@@ -20,7 +26,12 @@ operands and upstream gradient; cpu: the allocator's events under ``torch.profil
 side by side, with what the drop-in ran and why (``cache_info().choices``). The targets:
 ours within 1.03x torch.einsum's time where torch.einsum takes over 50 us and within
 +10 us below that, ours' measured peak at most torch.einsum's, and the geometric mean of
-ours/torch at most 0.55 over benchmarks/cases.json. Then the per-call overhead of a cache
+ours/torch at most 0.55 over benchmarks/cases.json; and ours-graphs at most
+torch-reduce-overhead's time on every case where that takes over 50 us. The peak of
+``ours-graphs`` is the allocator's view of a replayed call (the result and gradients
+copied out): the graphs' pool and static copies, held between calls, are not in it;
+the CUDA graphs lines give them (``cache_info().choices[].graphs``). Then the per-call
+overhead of a cache
 hit (tiny operands, cpu, one thread) against the kernels the call launches.
 
     python benchmarks/bench_dropin.py --device cuda --json dropin.json
@@ -30,7 +41,8 @@ hit (tiny operands, cpu, one thread) against the kernels the call launches.
 On cpu the large dimensions are divided by --scale (default 8 on cpu, 1 on cuda);
 ``--pairs`` keeps the cases of one or two operands. A compile that fails is reported as
 skipped, with its reason; after --max-seconds (240) no new compile starts, so that a full
-run stays within about five minutes.
+run stays within about five minutes. ``--runs`` times only the runs named (``ours`` is
+always run: its choice is read from it), e.g. ``--runs torch,ours-graphs,torch-reduce-overhead``.
 """
 
 from __future__ import annotations
@@ -50,7 +62,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import CLOCKS, environment, scaled  # noqa: E402
 
 HERE = Path(__file__).parent
-RUNS = ("torch", "torch-again", "torch-compiled", "oe-expr", "ours", "ours-compiled")
+RUNS = ("torch", "torch-again", "torch-compiled", "oe-expr", "ours", "ours-compiled",
+        "ours-graphs", "torch-reduce-overhead")
+DEFAULT_RUNS = tuple(run for run in RUNS if run != "torch-reduce-overhead")
+"""The runs timed without ``--runs``: reduce-overhead's compile (a third per case) only
+where asked for, so that the GPU suite's step covers the cases it did."""
 
 
 def fence(device: str) -> None:
@@ -123,7 +139,9 @@ def peak_bytes(step: Callable[[], Any], device: str) -> int:
 
 
 def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
-               compile_runs: bool, deadline: float) -> dict[str, Callable[[], Any] | str]:
+               compile_runs: bool, deadline: float,
+               runs: frozenset[str] = frozenset(DEFAULT_RUNS),
+               ) -> dict[str, Callable[[], Any] | str]:
     """A forward + backward callable per run, or the reason it is skipped."""
     import opt_einsum
     import torch
@@ -149,13 +167,25 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
 
         return step
 
+    cuda = operands[0].device.type == "cuda"
     steps: dict[str, Callable[[], Any] | str] = {
         "torch": step_of(lambda *xs: torch.einsum(equation, *xs)),
         "torch-again": step_of(lambda *xs: torch.einsum(equation, *xs)),
         "oe-expr": step_of(lambda *xs: expression(*xs, backend="torch")),
         "ours": step_of(lambda *xs: einsum(equation, *xs)),
+        "ours-graphs": (step_of(lambda *xs: einsum(equation, *xs, cuda_graphs=True)) if cuda
+                        else "CUDA graphs: CUDA only"),
     }
-    for name, module in (("torch-compiled", TorchModule()), ("ours-compiled", OurModule())):
+    compiles = [("torch-compiled", TorchModule(), "default"),
+                ("ours-compiled", OurModule(), "default"),
+                ("torch-reduce-overhead", TorchModule(), "reduce-overhead")]
+    for name, module, mode in compiles:
+        if name not in runs:
+            steps[name] = "not asked for (--runs)"
+            continue
+        if mode == "reduce-overhead" and not cuda:
+            steps[name] = "reduce-overhead: CUDA only"
+            continue
         if not compile_runs:
             steps[name] = "compile runs not asked for (--no-compile)"
             continue
@@ -164,8 +194,8 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
             continue
         try:
             torch._dynamo.reset()
-            compiled = torch.compile(module, fullgraph=True, dynamic=False)
-            step = step_of(compiled)
+            compiled = torch.compile(module, fullgraph=True, dynamic=False, mode=mode)
+            step = step_of(compiled) if mode == "default" else _marked(step_of(compiled))
             # The on-disk graph caches key on the graph, not on the plans its custom op
             # runs: a graph compiled by another checkout would carry that one's layouts.
             with (torch._inductor.config.patch(fx_graph_cache=False),
@@ -174,7 +204,20 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
             steps[name] = step
         except Exception as err:  # noqa: BLE001 - reported as a skip, the run goes on
             steps[name] = f"compile failed: {type(err).__name__}: {str(err).splitlines()[0]}"
+    for name in set(steps) - runs - {"ours"}:  # ours: the plan and its choice, always
+        steps[name] = "not asked for (--runs)"
     return steps
+
+
+def _marked(step: Callable[[], Any]) -> Callable[[], Any]:
+    """``step`` opened with a new CUDA graph trees step (inductor's reduce-overhead)."""
+    import torch
+
+    def marked() -> Any:
+        torch.compiler.cudagraph_mark_step_begin()
+        return step()
+
+    return marked
 
 
 def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Namespace) -> dict:
@@ -190,7 +233,7 @@ def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Names
     out_shape = torch.einsum(case["equation"], *[t.detach() for t in operands]).shape
     upstream = torch.randn(tuple(out_shape), generator=generator).to(device, dtype)
     steps = make_steps(case["equation"], operands, upstream, not args.no_compile,
-                       args.deadline)
+                       args.deadline, args.runs)
     ready = {name: step for name, step in steps.items() if not isinstance(step, str)}
     ready["ours"]()  # plans (a miss) before the choice is read
     choice = next(c for c in reversed(cache_info().choices)
@@ -198,6 +241,9 @@ def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Names
                   and c.shapes == tuple(tuple(s) for s in shapes))
     seconds = interleaved_medians(ready, device, args.repeats, args.warmup,
                                   args.min_block_seconds)
+    graphs = next(c for c in reversed(cache_info().choices)
+                  if c.equation == case["equation"]
+                  and c.shapes == tuple(tuple(s) for s in shapes)).graphs
     results: dict[str, dict[str, Any]] = {}
     for name in RUNS:
         step = steps[name]
@@ -208,7 +254,7 @@ def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Names
                          "peak_bytes_without_inputs": peak_bytes(step, device)}
     return {"name": case["name"], "set": case["set"], "equation": case["equation"],
             "shapes": shapes, "runs": results,
-            "choice": {"runs": choice.runs, "reason": choice.reason},
+            "choice": {"runs": choice.runs, "reason": choice.reason, "graphs": graphs},
             "targets": targets(results)}
 
 
@@ -373,7 +419,8 @@ def table(results: list[dict]) -> tuple[list[str], list[str]]:
 
     pairs = (("ours", "torch"), ("torch-again", "torch"), ("ours", "torch-compiled"),
              ("ours-compiled", "torch-compiled"), ("ours-compiled", "ours"),
-             ("oe-expr", "torch"))
+             ("oe-expr", "torch"), ("ours-graphs", "torch"),
+             ("ours-graphs", "torch-reduce-overhead"), ("ours", "torch-reduce-overhead"))
     header = (["case"] + [f"{r} ms" for r in RUNS] + [f"{a}/{b}" for a, b in pairs]
               + ["ours/torch fastest blocks", "runs", "time target", "peak target"])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -413,6 +460,16 @@ def table(results: list[dict]) -> tuple[list[str], list[str]]:
                        f"({'ok' if cases_mean <= GEOMEAN_RATIO else 'MISSED'}: "
                        f"<= {GEOMEAN_RATIO})")
     summary.append("targets missed (time or peak): " + (", ".join(missed) or "none"))
+    graph_rows = [(r["name"], r["runs"]["ours-graphs"]["seconds"],
+                   r["runs"]["torch-reduce-overhead"]["seconds"]) for r in results
+                  if "seconds" in r["runs"]["ours-graphs"]
+                  and "seconds" in r["runs"]["torch-reduce-overhead"]
+                  and r["runs"]["torch-reduce-overhead"]["seconds"] > SHORT_S]
+    if graph_rows:
+        slower = [name for name, ours, theirs in graph_rows if ours > theirs]
+        summary.append(f"target: ours-graphs <= torch-reduce-overhead above "
+                       f"{SHORT_S * 1e6:.0f} us: missed on {', '.join(slower) or 'none'} "
+                       f"({len(graph_rows)} cases)")
     noise = [abs(math.log(v)) for label, values in ratios.items()
              if label.startswith("torch-again/torch seconds") for v in values]
     if noise:
@@ -420,6 +477,8 @@ def table(results: list[dict]) -> tuple[list[str], list[str]]:
                        f"{math.exp(max(noise)):.3f}x apart, the same kernels timed twice")
     reasons = ["What ours ran, and why:"] + [
         f"  {r['name']}: {r['choice']['reason']}" for r in results]
+    reasons += ["CUDA graphs (ours-graphs), per cache_info():"] + [
+        f"  {r['name']}: {r['choice'].get('graphs') or '-'}" for r in results]
     return lines + [""] + peak_lines + [""] + reasons, summary
 
 
@@ -443,11 +502,20 @@ def main() -> int:
                         help="calls per timed block grow until a block lasts this long")
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled runs")
+    parser.add_argument("--runs", default="", help="comma-separated runs to time, of "
+                        f"{', '.join(RUNS)} (default: all but torch-reduce-overhead); ours "
+                        "is always run, for its choice")
     parser.add_argument("--overhead-iterations", type=int, default=2000)
     parser.add_argument("--max-seconds", type=float, default=240.0,
                         help="start no compile after this many seconds (keeps the run short)")
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args()
+    asked = {name for name in args.runs.split(",") if name}
+    if asked - set(RUNS):
+        print(f"--runs: unknown {', '.join(sorted(asked - set(RUNS)))}; runs are "
+              f"{', '.join(RUNS)}", file=sys.stderr)
+        return 2
+    args.runs = frozenset(asked or DEFAULT_RUNS)
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -503,7 +571,9 @@ def main() -> int:
         f"it {us['overhead_beyond_autograd_per_call_s']:.1f}",
     ]
     print("\n".join(["Environment: " + json.dumps(env), f"scale: /{scale}", "",
-                     "Peaks exclude the operands and the upstream gradient (held before).", ""]
+                     "Peaks exclude the operands and the upstream gradient (held before); "
+                     "ours-graphs' exclude its pool and static copies (held between calls).",
+                     ""]
                     + lines + [""] + summary + [""] + overhead_lines
                     + [f"\nwall: {time.perf_counter() - start:.1f} s"]))
     if args.json_path:

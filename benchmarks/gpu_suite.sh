@@ -77,17 +77,20 @@ export -f tests
 export out
 # Each benchmark starts no case it predicts to end past its --max-seconds, below the step's
 # limit, and names the cases it left out; the limits add up to 520 s.
-step tests     190 bash -c tests
-step dropin     80 python3 benchmarks/bench_dropin.py --device cuda --repeats 10 \
-    --max-seconds 46 --json "$out/dropin.json"
-step models     30 python3 benchmarks/bench_models.py --device cuda --repeats 5 \
+step tests     180 bash -c tests
+step dropin     75 python3 benchmarks/bench_dropin.py --device cuda --repeats 10 \
+    --max-seconds 42 --json "$out/dropin.json"
+step models     30 python3 benchmarks/bench_models.py --device cpu,cuda --repeats 5 \
     --json "$out/models.json"
-step training   50 python3 benchmarks/bench_training.py --device cuda --repeats 5 \
-    --max-seconds 38 --json "$out/training.json"
-step execution  30 python3 benchmarks/bench_execution.py --device cuda --repeats 5 \
-    --max-seconds 22 --json "$out/execution.json"
-step roofline   25 python3 benchmarks/bench_roofline.py --device cuda --repeats 5 \
-    --max-seconds 18 --json "$out/roofline.json"
+step training   45 python3 benchmarks/bench_training.py --device cuda --repeats 5 \
+    --max-seconds 34 --json "$out/training.json"
+step budgets    30 python3 benchmarks/bench_budgets.py --device cuda --scale 1 --repeats 7 \
+    --cases mps-layer,cp-reconstruction,relative-attention,tucker --models \
+    --max-seconds 22 --json "$out/budgets.json"
+step execution  25 python3 benchmarks/bench_execution.py --device cuda --repeats 5 \
+    --max-seconds 18 --json "$out/execution.json"
+step roofline   20 python3 benchmarks/bench_roofline.py --device cuda --repeats 5 \
+    --max-seconds 14 --json "$out/roofline.json"
 step recompute  25 python3 benchmarks/bench_recompute.py --device cuda --scale 1 --repeats 5 \
     --max-seconds 18 --json "$out/recompute.json"
 step slicing    25 python3 benchmarks/bench_slicing.py --device cuda --repeats 3 \

@@ -50,7 +50,8 @@ from .training.calls import (
     strided_layout,
 )
 from .training.choice import NO_BUDGET, check_plan_s, planning_time
-from .training.node import apply_eager, contract, forward_output
+from .training.graphs import CudaGraphs, check_cuda_graphs
+from .training.node import apply_eager, contract, forward_output, run_graphed
 from .training.plans import (
     DTYPE_NAMES,
     cache_info,
@@ -79,7 +80,8 @@ def _autocast_dtype(device_type: str) -> torch.dtype | None:
 
 
 def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
-           optimize: str = "auto", max_plan_s: float | None = None) -> torch.Tensor:
+           optimize: str = "auto", max_plan_s: float | None = None,
+           cuda_graphs: CudaGraphs = False) -> torch.Tensor:
     """``torch.einsum(*args)``, forward and backward run by the planned schedule.
 
     Args:
@@ -94,6 +96,11 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         optimize: The opt_einsum optimizer of the forward path.
         max_plan_s: Seconds the first call of a shape may spend choosing its plan (None:
             0.5): the search then stops and takes the best plan it has found.
+        cuda_graphs: Whether eager calls on a CUDA device replay the plan's forward and
+            backward as CUDA graphs (:mod:`einsum_analyze.training.graphs`): ``True``
+            wherever they can, ``"auto"`` where a replay is predicted faster than what
+            the call runs otherwise, ``False`` (the default) never. CPU tensors never
+            replay graphs, whatever the option; nor do traced calls.
 
     Returns:
         The result, as torch.einsum returns it: the same values, dtype and strides.
@@ -105,15 +112,19 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
     Raises:
         RuntimeError, ValueError, TypeError: Where torch.einsum raises them, one line
             (RuntimeError and ValueError as :class:`DropinError`).
-        DropinValueError: A bad ``strategy``, ``budget``, ``optimize`` or ``max_plan_s``.
+        DropinValueError: A bad ``strategy``, ``budget``, ``optimize``, ``max_plan_s`` or
+            ``cuda_graphs``.
     """
     if max_plan_s is not None:
         check_plan_s(max_plan_s)
         with planning_time(max_plan_s):
-            return einsum(*args, strategy=strategy, budget=budget, optimize=optimize)
+            return einsum(*args, strategy=strategy, budget=budget, optimize=optimize,
+                          cuda_graphs=cuda_graphs)
     compiling = torch.compiler.is_compiling()
     if not compiling:
         check_options(strategy, budget, optimize)
+        if cuda_graphs is not False:
+            check_cuda_graphs(cuda_graphs)
     if len(args) > 2 and type(args[0]) is str:  # the common form, read without a call
         equation, operands = args[0], args[1:]
     else:
@@ -158,11 +169,16 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         if plan is None:
             plan = plan_eager_call(fast, operands, equation, strategy, optimize,
                                    budget_value, mask)
-        if plan.runs_torch:  # no plan of ours is predicted to beat it
+        graphed = cuda_graphs is not False and plan.graphs is not None
+        if plan.runs_torch and not graphed:  # no plan of ours is predicted to beat it
             return plan.call_torch(equation, operands)
         tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
-        result = forward_output(plan, tensors) if not any(mask) else apply_eager(
-            plan, given, *tensors)
+        result = run_graphed(plan, cuda_graphs, given, tensors, any(mask)) if graphed else None
+        if result is None:
+            if plan.runs_torch:
+                return plan.call_torch(equation, operands)
+            result = forward_output(plan, tensors) if not any(mask) else apply_eager(
+                plan, given, *tensors)
         for t, made in zip(operands, tensors, strict=True):  # a loop: no generator on the hot path
             if t is not made:
                 return _strided_like_torch(result, equation, operands)
@@ -252,13 +268,16 @@ class patch(ContextDecorator):  # noqa: N801 - used as a function: ``with patch(
     """
 
     def __init__(self, *, strategy: str = "auto", budget: int | str | None = None,
-                 optimize: str = "auto", max_plan_s: float | None = None) -> None:
+                 optimize: str = "auto", max_plan_s: float | None = None,
+                 cuda_graphs: CudaGraphs = False) -> None:
         check_options(strategy, budget, optimize)
         check_plan_s(max_plan_s)
+        check_cuda_graphs(cuda_graphs)
         self._strategy = strategy
         self._budget = budget
         self._optimize = optimize
         self._max_plan_s = max_plan_s
+        self._cuda_graphs = cuda_graphs
 
     def __enter__(self) -> patch:
         import torch.functional
@@ -309,7 +328,8 @@ def _routed(*args: Any) -> torch.Tensor:
     chosen = next((scope for scope, thread in reversed(scopes) if thread == me),
                   scopes[-1][0])
     return einsum(*args, strategy=chosen._strategy, budget=chosen._budget,  # noqa: SLF001
-                  optimize=chosen._optimize, max_plan_s=chosen._max_plan_s)  # noqa: SLF001
+                  optimize=chosen._optimize, max_plan_s=chosen._max_plan_s,  # noqa: SLF001
+                  cuda_graphs=chosen._cuda_graphs)  # noqa: SLF001
 
 
 class Einsum(torch.nn.Module):
@@ -324,20 +344,23 @@ class Einsum(torch.nn.Module):
 
     def __init__(self, equation: str, *, strategy: str = "auto",
                  budget: int | str | None = None, optimize: str = "auto",
-                 max_plan_s: float | None = None) -> None:
+                 max_plan_s: float | None = None, cuda_graphs: CudaGraphs = False) -> None:
         super().__init__()
         check_options(strategy, budget, optimize)
         check_plan_s(max_plan_s)
+        check_cuda_graphs(cuda_graphs)
         self.equation = equation
         self.strategy = strategy
         self.budget = budget
         self.optimize = optimize
         self.max_plan_s = max_plan_s
+        self.cuda_graphs = cuda_graphs
 
     def forward(self, *operands: torch.Tensor) -> torch.Tensor:
         """The einsum of ``operands``."""
         return einsum(self.equation, *operands, strategy=self.strategy, budget=self.budget,
-                      optimize=self.optimize, max_plan_s=self.max_plan_s)
+                      optimize=self.optimize, max_plan_s=self.max_plan_s,
+                      cuda_graphs=self.cuda_graphs)
 
     def extra_repr(self) -> str:
         """The equation and strategy, for ``print(module)``."""

@@ -104,6 +104,7 @@ class Calibration:
                          + (" with TF32" if self.tf32 else "")
                          + f", {self.launch_s * 1e6:.3g} us per kernel"),
             launch_s=self.launch_s, kernel_times=self.kernel_times, host=self.host,
+            is_async=self.device.startswith("cuda"),
         )
 
     def to_dict(self) -> dict[str, Any]:

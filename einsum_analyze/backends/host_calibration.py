@@ -9,9 +9,11 @@ is taken away, so that the model charges each second once:
 - our executor: the chain's steps, compiled (:func:`.torch_kernels.compile_schedule`)
   and run as a run runs them (:func:`.torch_backend.run_compiled`), at 2 and
   :data:`EXECUTOR_CHAIN` matrices: the difference per step is the cost per step, what
-  is left at one step the cost per run; and a schedule of :data:`MIXED_KINDS` steps of
-  as many kinds (:func:`mixed`), whose excess over as many chain steps is the cost per
-  kind of step beyond the first;
+  is left at one step the cost per run; the longer chain again with six batch labels in
+  every term (:data:`WIDE`: rank 8, each step moves them around its product), whose
+  excess over the plain one is the cost per label of a step's terms; and a schedule of
+  :data:`MIXED_KINDS` steps of as many kinds (:func:`mixed`), whose excess over as many
+  chain steps is the cost per kind of step beyond the first;
 - torch.einsum under autograd, as the ``torch-autograd`` baseline runs it (fresh leaves
   that require gradients, ``torch.einsum``, ``torch.autograd.grad``), at each length of
   :data:`TORCH_CHAINS`: the forward call's seconds at each number of operands
@@ -43,8 +45,8 @@ from ..roofline.profiles import DeviceProfile
 from ..roofline.steps import step_costs
 from ..roofline.time_model import kernel_seconds
 
-__all__ = ["BLOCK_S", "EXECUTOR_CHAIN", "HOST_ROUNDS", "MIXED_KINDS", "TORCH_CHAINS", "chain",
-           "host_costs", "mixed"]
+__all__ = ["BLOCK_S", "EXECUTOR_CHAIN", "HOST_ROUNDS", "MIXED_KINDS", "TORCH_CHAINS", "WIDE",
+           "chain", "host_costs", "mixed"]
 
 EXECUTOR_CHAIN = 9
 """Matrices of the longer executor chain (8 steps; the shorter has 2 matrices, 1 step)."""
@@ -63,31 +65,42 @@ BLOCK_S = 1e-2
 _SIDE = 2
 
 
-def chain(n: int) -> tuple[str, list[str], tuple[Event, ...], dict[str, int]]:
+def chain(n: int, batch: str = "") -> tuple[str, list[str], tuple[Event, ...], dict[str, int]]:
     """A chain of ``n`` (at least 2) 2 x 2 matrices: equation, terms, steps, sizes.
 
     The steps are the forward contractions, each freeing the intermediate before it.
+    With ``batch`` (upper-case labels), every term carries those labels between its two
+    matrix labels, so that each step moves them around its product, as a step of a
+    network does.
 
     Example:
         >>> equation, terms, events, sizes = chain(3)
         >>> equation, [e.equation for e in events if e.kind == "alloc"]
         ('ab,bc,cd->ad', ['ab,bc->ac', 'ac,cd->ad'])
+        >>> chain(2, "XY")[0]
+        'aXYb,bXYc->aXYc'
     """
-    labels = string.ascii_letters[:n + 1]
-    terms = [labels[k] + labels[k + 1] for k in range(n)]
-    sizes = dict.fromkeys(labels, _SIDE)
+    labels = string.ascii_lowercase[:n + 1]
+    terms = [labels[k] + batch + labels[k + 1] for k in range(n)]
+    sizes = dict.fromkeys(labels + batch, _SIDE)
     events: list[Event] = []
+    elements = _SIDE ** (2 + len(batch))
     last, last_term = "in0", terms[0]
     for k in range(1, n):
-        out = labels[0] + labels[k + 1]
+        out = labels[0] + batch + labels[k + 1]
         name = f"x{n + k}"
-        events.append(Event("alloc", name, _SIDE**2, "forward", op="contract",
+        events.append(Event("alloc", name, elements, "forward", op="contract",
                             inputs=(last, f"in{k}"), equation=f"{last_term},{terms[k]}->{out}",
-                            flops=2 * _SIDE**3))
+                            flops=2 * _SIDE * elements))
         if k > 1:
-            events.append(Event("free", last, _SIDE**2, "forward"))
+            events.append(Event("free", last, elements, "forward"))
         last, last_term = name, out
-    return f"{','.join(terms)}->{labels[0]}{labels[n]}", terms, tuple(events), sizes
+    return f"{','.join(terms)}->{labels[0]}{batch}{labels[n]}", terms, tuple(events), sizes
+
+
+WIDE = "ABCDEF"
+"""The batch labels of the wide chain (:func:`chain` of :data:`EXECUTOR_CHAIN` matrices
+of rank 8): its steps' excess over the plain chain's is the cost per label."""
 
 
 MIXED_KINDS = 5
@@ -221,12 +234,15 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
             made.calls_per_block = max(1, math.ceil(BLOCK_S * 3 / max(clock() - start, 1e-9)))
         return made
 
-    schedules = {"short": chain(2)[1:], "long": chain(EXECUTOR_CHAIN)[1:], "mixed": mixed()}
+    schedules = {"short": chain(2)[1:], "long": chain(EXECUTOR_CHAIN)[1:],
+                 "wide": chain(EXECUTOR_CHAIN, WIDE)[1:], "mixed": mixed()}
     executor = {key: _executor_run(device, torch_dtype, *given)
                 for key, given in schedules.items()}
     executor_kernels = {key: _kernels_s(events, sizes, itemsize, profile, dtype)
                         for key, (_, events, sizes) in executor.items()}
-    order = ("short", "long", "mixed")
+    executor_steps = {key: step_costs(events, sizes, itemsize)
+                      for key, (_, events, sizes) in executor.items()}
+    order = ("short", "long", "wide", "mixed")
     # Each timer follows the one before it in every round, so a backward call (one a
     # block) follows another code's forward block, as a run's backward follows its
     # forward's: our executor's after torch.einsum's, torch's after our executor's.
@@ -237,7 +253,7 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
         # The chain's steps, not lowered: the time model prices them as torch.einsum's.
         step_kernel = _kernels_s(events, sizes, itemsize, profile, dtype) / (n - 1)
         forward, setup, backward = _torch_calls(device, torch_dtype, n)
-        cold, warm = order[k % 3], order[(k + 1) % 3]
+        cold, warm = order[k % len(order)], order[(k + 1) % len(order)]
         timers += [timer(forward), timer(executor[cold][0], setup=lambda: None),
                    timer(executor[warm][0]), timer(forward, setup=setup, then=backward)]
         # Every matrix's gradient: two gradient contractions per pairwise step.
@@ -251,18 +267,26 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
         pooled.setdefault((role, key), []).extend(t - kernel_s for t in m.per_call_s)
     left = {key: statistics.median(values) for key, values in pooled.items()}
 
-    def executor_costs(phase: str) -> tuple[float, float, float]:
-        """Per step, per run and per kind of step beyond the first, in ``phase``."""
-        short, long = left[(f"executor {phase}", "short")], left[(f"executor {phase}", "long")]
-        step = max(0.0, (long - short) / (EXECUTOR_CHAIN - 2))
-        run = max(0.0, short - step)
+    def executor_costs(phase: str) -> tuple[float, float, float, float]:
+        """Per step, per label, per run and per kind of step beyond the first."""
+        found = {key: left[(f"executor {phase}", key)] for key in order}
+        steps = {key: len(costs) for key, costs in executor_steps.items()}
+        labels = {key: sum(step.labels for step in costs)
+                  for key, costs in executor_steps.items()}
+        # The wide chain has the long chain's steps, with more labels each.
+        label = max(0.0, (found["wide"] - found["long"]) / (labels["wide"] - labels["long"]))
+        step = max(0.0, (found["long"] - found["short"]
+                         - (labels["long"] - labels["short"]) * label)
+                   / (steps["long"] - steps["short"]))
+        run = max(0.0, found["short"] - steps["short"] * step - labels["short"] * label)
         # The mixed schedule: MIXED_KINDS steps, each of its own kind.
-        kind = (left[(f"executor {phase}", "mixed")] - run - MIXED_KINDS * step) \
+        kind = (found["mixed"] - run - steps["mixed"] * step - labels["mixed"] * label) \
             / (MIXED_KINDS - 1)
-        return step, run, max(0.0, kind)
+        return step, label, run, max(0.0, kind)
 
-    forward_step_s, forward_run_s, forward_kind_s = executor_costs("forward")
-    backward_step_s, backward_run_s, backward_kind_s = executor_costs("backward")
+    forward_step_s, forward_label_s, forward_run_s, forward_kind_s = executor_costs("forward")
+    backward_step_s, backward_label_s, backward_run_s, backward_kind_s = \
+        executor_costs("backward")
     forward_points = [(float(n), max(1e-9, left[("torch forward", str(n))]))
                       for n in TORCH_CHAINS]
     backward_call_s, node_s = _line([(2.0 * (n - 1), left[("torch backward", str(n))])
@@ -270,5 +294,6 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
     return HostCosts(forward_step_s=forward_step_s, backward_step_s=backward_step_s,
                      forward_run_s=forward_run_s, backward_run_s=backward_run_s,
                      forward_kind_s=forward_kind_s, backward_kind_s=backward_kind_s,
+                     forward_label_s=forward_label_s, backward_label_s=backward_label_s,
                      torch_forward=tuple(forward_points), torch_node_s=node_s,
                      torch_backward_s=backward_call_s)

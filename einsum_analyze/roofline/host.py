@@ -51,6 +51,9 @@ class HostCosts:
             product, a broadcast product, a sum, ...: code run for the first time in
             the call).
         backward_kind_s: The same in backward, where a call starts cold.
+        forward_label_s: Our executor, each label of a forward step's terms (inputs
+            and output: ``ab,bc->ac`` has 6), beyond ``forward_step_s``.
+        backward_label_s: The same in backward.
         torch_forward: torch.einsum's forward call under autograd beyond its kernels:
             ascending ``(operands, seconds)`` points (empty: none).
         torch_node_s: torch autograd, each gradient contraction beyond its kernel.
@@ -63,6 +66,8 @@ class HostCosts:
     backward_run_s: float = 0.0
     forward_kind_s: float = 0.0
     backward_kind_s: float = 0.0
+    forward_label_s: float = 0.0
+    backward_label_s: float = 0.0
     torch_forward: tuple[tuple[float, float], ...] = ()
     torch_node_s: float = 0.0
     torch_backward_s: float = 0.0
@@ -76,6 +81,8 @@ class HostCosts:
             "backward_run_s": self.backward_run_s,
             "forward_kind_s": self.forward_kind_s,
             "backward_kind_s": self.backward_kind_s,
+            "forward_label_s": self.forward_label_s,
+            "backward_label_s": self.backward_label_s,
             "torch_forward": [list(point) for point in self.torch_forward],
             "torch_node_s": self.torch_node_s,
             "torch_backward_s": self.torch_backward_s,
@@ -83,7 +90,8 @@ class HostCosts:
 
 
 _SECONDS = ("forward_step_s", "backward_step_s", "forward_run_s", "backward_run_s",
-            "forward_kind_s", "backward_kind_s", "torch_node_s", "torch_backward_s")
+            "forward_kind_s", "backward_kind_s", "forward_label_s", "backward_label_s",
+            "torch_node_s", "torch_backward_s")
 
 
 def _seconds(value: Any, what: str, origin: str) -> float:
@@ -134,7 +142,7 @@ def host_from_dict(data: Any, origin: str) -> HostCosts:
 
 CPU_HOST = HostCosts(
     forward_step_s=1e-6, backward_step_s=4e-6, forward_run_s=2e-6, backward_run_s=4e-5,
-    forward_kind_s=1.5e-6, backward_kind_s=2e-5,
+    forward_kind_s=1.5e-6, backward_kind_s=2e-5, forward_label_s=5e-7, backward_label_s=1e-6,
     torch_forward=((2, 1.4e-5), (3, 1e-4), (4, 2e-4), (6, 1e-3), (9, 5e-4), (17, 9e-4)),
     torch_node_s=3.5e-5, torch_backward_s=1.5e-4)
 """Nominal host costs: one core of a server cpu running torch 2.13 from Python (rounded
@@ -143,12 +151,13 @@ magnitude, as the nominal rates are."""
 
 GPU_HOST = HostCosts(
     forward_step_s=1e-6, backward_step_s=1.5e-6, forward_run_s=1e-6, backward_run_s=5e-5,
-    forward_kind_s=3.5e-6, backward_kind_s=3.5e-5,
+    forward_kind_s=3.5e-6, backward_kind_s=3.5e-5, forward_label_s=5e-7, backward_label_s=1e-6,
     torch_forward=((2, 2.5e-5), (3, 1.8e-4), (4, 3.3e-4), (6, 1.45e-3), (9, 7e-4),
                    (17, 1.3e-3)),
     torch_node_s=1.2e-4, torch_backward_s=3.6e-4)
 """Nominal host costs beside a GPU: an H200's host, calibrated with torch 2.11 and CUDA
 13.0 (docs/results/gpu_2026-12-02/timemodel.log, rounded; its warm step came out below
-its kernel's own price there, so the cpu's 1 us stands in). A GPU's host launches and
+its kernel's own price there, so the cpu's 1 us stands in, as the cpu's cost per label
+does). A GPU's host launches and
 synchronises, so its figures are above the cpu's; each kernel's launch itself is the
 profile's ``launch_s``."""

@@ -50,6 +50,9 @@ class DeviceProfile:
             the others (a calibration's; empty: the time model uses the roofline).
         host: Seconds the host adds to the kernels: our executor's per step and per
             run, torch.einsum's per call and autograd's per node (:mod:`.host`).
+        is_async: The device runs kernels while the host goes on (a GPU): a phase takes
+            the larger of its kernels' seconds and its host's (:mod:`.time_model`), not
+            their sum.
     """
 
     name: str
@@ -60,6 +63,7 @@ class DeviceProfile:
     launch_s: float = 0.0
     kernel_times: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
     host: HostCosts = field(default_factory=HostCosts)
+    is_async: bool = False
 
     def rate(self, dtype: str) -> float:
         """The FLOP rate for ``dtype``.
@@ -88,17 +92,19 @@ class DeviceProfile:
             "description": self.description,
             "launch_s": self.launch_s,
             "host": self.host.to_dict(),
+            "is_async": self.is_async,
         }
 
 
 def _nominal(name: str, bandwidth: float, fp64: float, fp32: float, half: float,
-             description: str, launch_s: float, host: HostCosts) -> DeviceProfile:
+             description: str, launch_s: float, host: HostCosts,
+             is_async: bool = True) -> DeviceProfile:
     # Complex products: four real multiply-adds per complex one, at the real rate.
     return DeviceProfile(
         name=name, source="nominal", bandwidth_bytes_per_s=bandwidth,
         flops_per_s={"float64": fp64, "float32": fp32, "float16": half, "bfloat16": half,
                      "complex64": fp32 / 4, "complex128": fp64 / 4},
-        description=description, launch_s=launch_s, host=host,
+        description=description, launch_s=launch_s, host=host, is_async=is_async,
     )
 
 
@@ -127,7 +133,8 @@ NOMINAL: Mapping[str, DeviceProfile] = {
     "cpu": _nominal("cpu", 50e9, 100e9, 200e9, 50e9,
                     "NOMINAL: a generic server CPU core group (50 GB/s; 200 GFLOP/s float32, "
                     "100 GFLOP/s float64; half precision emulated at 50 GFLOP/s); an order "
-                    "of magnitude only: calibrate by running on it", CPU_DISPATCH_S, CPU_HOST),
+                    "of magnitude only: calibrate by running on it", CPU_DISPATCH_S, CPU_HOST,
+                    is_async=False),
 }
 """The built-in table (``--roofline h200|h100|a100|cpu``); docs/roofline.md cites it."""
 
@@ -181,9 +188,10 @@ def profile_from_dict(data: Any, origin: str) -> DeviceProfile:
     """A profile from JSON data: ``bandwidth_bytes_per_s`` and ``flops_per_s``.
 
     ``flops_per_s`` is one number (every dtype) or an object by dtype; ``name``,
-    ``description``, ``launch_s`` (seconds per kernel, 0 when absent) and ``host`` (the
+    ``description``, ``launch_s`` (seconds per kernel, 0 when absent), ``host`` (the
     host's seconds besides the kernels, :func:`.host.host_from_dict`; none when absent)
-    are optional: a profile's own JSON (:meth:`DeviceProfile.to_dict`) reads back.
+    and ``is_async`` (kernels run while the host goes on, false when absent) are
+    optional: a profile's own JSON (:meth:`DeviceProfile.to_dict`) reads back.
 
     Raises:
         PlanningError: A field is missing or not a positive number, or a dtype unknown.
@@ -229,9 +237,13 @@ def profile_from_dict(data: Any, origin: str) -> DeviceProfile:
         raise PlanningError(f"--roofline {origin}: name must be 1 to {MAX_NAME} printable "
                             f"characters, not {name!r:.40}")
     host = host_from_dict(data["host"], origin) if "host" in data else HostCosts()
+    is_async = data.get("is_async", False)
+    if not isinstance(is_async, bool):
+        raise PlanningError(f"--roofline {origin}: is_async must be true or false, not "
+                            f"{is_async!r:.40}")
     return DeviceProfile(name=name, source="file", bandwidth_bytes_per_s=bandwidth,
                          flops_per_s=rates, description=description, launch_s=launch_s,
-                         host=host)
+                         host=host, is_async=is_async)
 
 
 def load_profile(text: str) -> DeviceProfile:

@@ -63,6 +63,8 @@ class StepCost:
         runner: ``"executor"`` (ours) or ``"torch"`` (torch.einsum under autograd).
         call_operands: For a ``"torch"`` step, the operands of the torch.einsum call it
             is part of (its path search grows with them); 0 for ours.
+        labels: Labels of the step's terms, its inputs' and its output's, repeats
+            counted (``ab,bc->ac``: 6): the host's cost of its views grows with them.
     """
 
     event: int
@@ -78,6 +80,7 @@ class StepCost:
     launches: int = 1
     runner: str = "executor"
     call_operands: int = 0
+    labels: int = 0
 
     @property
     def intensity(self) -> float:
@@ -228,6 +231,7 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
         kernel=name, flops=flops, flops_convention=event.flops,
         bytes=(read + written) * itemsize, copy_bytes=copy_bytes * itemsize,
         recompute=event.recompute, launches=max(1, launches), runner=runner,
+        labels=sum(len(term) for term in terms) + len(out_term),
     )
 
 

@@ -15,7 +15,8 @@ proportional beyond the largest):
 - each layout copy of an input: the copy class at its bytes; each other kernel of the
   step (an input's private sum): the profile's ``launch_s``;
 - the host's Python around the kernels (:mod:`.host`, the profile's ``host``): our
-  executor's cost per step, per run of each phase and per kind of step in it; for the
+  executor's cost per step and per label of its terms, per run of each phase and per
+  kind of step in it; for the
   ``torch-autograd`` model (its steps' ``runner`` is ``"torch"``), torch.einsum's
   forward call at its number of operands, ``torch_node_s`` per gradient contraction
   and ``torch_backward_s`` per backward call. A phase's cost is given to its first
@@ -24,7 +25,11 @@ proportional beyond the largest):
 Without ``kernel_times`` (the nominal profiles, ``--device none``, or a profile file), a
 step takes its roofline bound, ``max(flops / rate, bytes / bandwidth)``, plus its layout
 copies at the bandwidth, plus ``launch_s`` for each kernel: an order of magnitude. A
-schedule's time is the sum over its steps, by phase.
+schedule's time is the sum over its steps, by phase. On a GPU (a profile whose
+``is_async`` is set: CUDA's calibrations and the nominal GPUs) the host queues kernels
+while earlier ones run, so a phase takes the larger of its kernels' seconds and its
+host's (every step's own cost, its kernels' dispatch at ``launch_s`` each and the
+phase's cost), not their sum (:func:`step_times`).
 
 The search ranks plans by it (``--objective time``), the report shows it beside every
 measured time. Analysis only: no torch, no allocation.
@@ -37,7 +42,7 @@ Example:
     >>> t = predict_time(s.events, s.sizes(report.equation.size_dict), 4, NOMINAL["cpu"],
     ...                  "float32")
     >>> t.launches, round(t.total_s * 1e6)
-    (3, 63)
+    (3, 78)
 """
 
 from __future__ import annotations
@@ -141,8 +146,9 @@ def kernel_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
 def step_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
     """One step's predicted seconds on ``profile``: its kernels and its own host cost.
 
-    The host's cost of the step itself (:mod:`.host`): our executor's ``step_s``, or a
-    gradient contraction's ``torch_node_s`` under torch autograd. A phase's costs
+    The host's cost of the step itself (:mod:`.host`): our executor's ``step_s`` and
+    ``label_s`` for each label of its terms, or a gradient contraction's
+    ``torch_node_s`` under torch autograd. A phase's costs
     (:func:`step_times`) are not in it.
 
     Raises:
@@ -151,8 +157,10 @@ def step_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
     host = profile.host
     if step.runner == "torch":
         own = host.torch_node_s if step.phase == "backward" else 0.0
+    elif step.phase == "backward":
+        own = host.backward_step_s + step.labels * host.backward_label_s
     else:
-        own = host.backward_step_s if step.phase == "backward" else host.forward_step_s
+        own = host.forward_step_s + step.labels * host.forward_label_s
     return kernel_seconds(step, profile, dtype) + own
 
 
@@ -184,16 +192,32 @@ def step_times(steps: Sequence[StepCost], profile: DeviceProfile,
                dtype: str) -> tuple[float, ...]:
     """Each step's predicted seconds; a phase's host cost goes to its first step.
 
-    The seconds add up to :func:`predict_steps`' forward and backward.
+    On an asynchronous device (:attr:`DeviceProfile.is_async`) each phase is bound by
+    one side: its kernels, where their seconds exceed the host's, and then each step
+    takes its kernels' seconds; else the host, and each step takes its host's seconds
+    (its own, the dispatch of its kernels at ``launch_s`` each, and the phase's on the
+    first). The seconds add up to :func:`predict_steps`' forward and backward.
 
     Raises:
         PlanningError: The profile has no rate for ``dtype``.
     """
+    kernels = [kernel_seconds(step, profile, dtype) for step in steps]
     seconds = [step_seconds(step, profile, dtype) for step in steps]
     for phase in ("forward", "backward"):
-        first = next((n for n, step in enumerate(steps) if step.phase == phase), None)
-        if first is not None:
-            seconds[first] += phase_seconds(steps, profile, phase)
+        members = [n for n, step in enumerate(steps) if step.phase == phase]
+        if not members:
+            continue
+        seconds[members[0]] += phase_seconds(steps, profile, phase)
+        if not profile.is_async:
+            continue
+        host = [seconds[n] - kernels[n] + steps[n].launches * profile.launch_s
+                for n in members]
+        if sum(kernels[n] for n in members) >= sum(host):
+            for n in members:
+                seconds[n] = kernels[n]
+        else:
+            for n, spent in zip(members, host, strict=True):
+                seconds[n] = spent
     return tuple(seconds)
 
 

@@ -56,6 +56,8 @@ class CapturedCall:
             ``requires_grad``).
         phase: ``"forward"``, or ``"backward"`` for a call made during a backward pass.
         count: How many times it occurred.
+        device: The operands' device (``"cpu"``, ``"cuda:0"``): the drop-in chooses its
+            plan by that device's time profile.
     """
 
     equation: str
@@ -64,6 +66,7 @@ class CapturedCall:
     requires_grad: tuple[bool, ...]
     phase: Phase
     count: int = 0
+    device: str = "cpu"
 
     @property
     def grad(self) -> tuple[int, ...]:
@@ -94,7 +97,10 @@ class RankedEinsum:
         flops_share: Its part of the captured einsums' training FLOPs (0 to 1).
         retained_bytes: Bytes torch autograd keeps for backward, times ``count``.
         memory_share: Its part of the captured einsums' retained bytes (0 to 1).
-        recommended: The strategy of the recommended plan.
+        recommended: What the drop-in runs for this call (``strategy="auto"``): a
+            strategy's name, or ``"torch.einsum"`` where no plan is predicted to beat
+            torch.einsum's own execution (the saving is then 0).
+        reason: Why, as ``cache_info().choices`` gives it.
         peak_bytes_autograd: Predicted training peak of one call under torch autograd,
             inputs counted.
         peak_bytes_recommended: The recommended plan's predicted peak, inputs counted.
@@ -109,6 +115,7 @@ class RankedEinsum:
     retained_bytes: int
     memory_share: float
     recommended: str
+    reason: str
     peak_bytes_autograd: int
     peak_bytes_recommended: int
     saving_bytes: int
@@ -126,6 +133,7 @@ class RankedEinsum:
             "retained_bytes": self.retained_bytes,
             "memory_share": self.memory_share,
             "recommended": self.recommended,
+            "reason": self.reason,
             "peak_bytes_autograd": self.peak_bytes_autograd,
             "peak_bytes_recommended": self.peak_bytes_recommended,
             "saving_bytes": self.saving_bytes,
@@ -165,14 +173,14 @@ class Captured:
         return list(self._calls.values())
 
     def record(self, equation: str, shapes: Sequence[Shape], dtype: str,
-               requires_grad: Sequence[bool], phase: Phase) -> None:
+               requires_grad: Sequence[bool], phase: Phase, device: str = "cpu") -> None:
         """Count one call."""
-        key = (equation, tuple(shapes), dtype, tuple(requires_grad), phase)
+        key = (equation, tuple(shapes), dtype, tuple(requires_grad), phase, device)
         call = self._calls.get(key)
         if call is None:
             call = self._calls[key] = CapturedCall(
                 equation=equation, shapes=tuple(shapes), dtype=dtype,
-                requires_grad=tuple(requires_grad), phase=phase,
+                requires_grad=tuple(requires_grad), phase=phase, device=device,
             )
         call.count += 1
 
@@ -194,8 +202,9 @@ class Captured:
         """Analyse every captured call; rank them by share of training FLOPs.
 
         Each call is modelled under torch autograd (what the model runs today) and with
-        the recommended plan (the training-plans search's where available, else
-        ``reverse``); the saving is the difference of their predicted peaks.
+        what the drop-in runs for it (``strategy="auto"`` on the call's device: the
+        training-plans search's plan, or torch.einsum itself where no plan is predicted
+        to beat it); the saving is the difference of their predicted peaks.
         """
         from ..analysis import analyze
 
@@ -204,26 +213,28 @@ class Captured:
         for number, call in enumerate(self.calls, 1):
             name = f"einsum{number}"
             try:
-                recommended = _recommended(call, optimize)
-                strategies = tuple(dict.fromkeys(("torch-autograd", recommended.name)))
+                choice = _dropin_choice(call, optimize)
+                strategies = tuple(dict.fromkeys(("torch-autograd", choice.result.name)))
                 report = analyze(call.equation, call.shapes, optimize=optimize,
                                  dtype=call.dtype, grad=list(call.grad), strategies=strategies)
             except EinsumAnalyzeError as err:
                 failed.append(CaseOutcome(name=name, error=str(err)))
                 continue
             autograd = next(s for s in report.strategies if s.name == "torch-autograd")
-            analysed.append((name, call, report, autograd, recommended))
+            analysed.append((name, call, report, autograd, choice))
         total_flops = sum((a.forward_flops + a.backward_flops) * c.count
                           for _, c, _, a, _ in analysed) or 1
         total_kept = sum(a.memory.retained_bytes * c.count for _, c, _, a, _ in analysed) or 1
         ranked: list[tuple[RankedEinsum, Report]] = []
-        for name, call, report, autograd, recommended in analysed:
+        for name, call, report, autograd, choice in analysed:
             flops = (autograd.forward_flops + autograd.backward_flops) * call.count
             kept = autograd.memory.retained_bytes * call.count
+            recommended = autograd if choice.runs_torch else choice.result
             entry = RankedEinsum(
                 name=name, call=call, training_flops=flops, flops_share=flops / total_flops,
                 retained_bytes=kept, memory_share=kept / total_kept,
-                recommended=recommended.name,
+                recommended="torch.einsum" if choice.runs_torch else recommended.name,
+                reason=choice.reason,
                 peak_bytes_autograd=autograd.memory.peak_bytes,
                 peak_bytes_recommended=recommended.memory.peak_bytes,
                 saving_bytes=autograd.memory.peak_bytes - recommended.memory.peak_bytes,
@@ -237,12 +248,12 @@ class Captured:
                              ranking=tuple(e for e, _ in ranked))
 
 
-def _recommended(call: CapturedCall, optimize: str) -> Any:
-    """The recommended plan's modelled strategy (``choose_plan``'s ``auto``)."""
-    from .choice import NO_BUDGET, choose_plan
+def _dropin_choice(call: CapturedCall, optimize: str) -> Any:
+    """What the drop-in's ``auto`` runs for the call (:func:`.choice.choose_dropin`)."""
+    from .choice import NO_BUDGET, choose_dropin
 
-    return choose_plan(call.equation, call.shapes, call.dtype, call.grad, "auto", optimize,
-                       NO_BUDGET)
+    return choose_dropin(call.equation, call.shapes, call.dtype, call.grad, "auto", optimize,
+                         NO_BUDGET, device=call.device)
 
 
 _DTYPE_NAMES: Mapping[str, str] = {
@@ -281,7 +292,7 @@ def capture() -> Iterator[Captured]:
             equation, [tuple(t.shape) for t in tensors],
             _DTYPE_NAMES.get(str(tensors[0].dtype), str(tensors[0].dtype)),
             [bool(grad_on and t.requires_grad) for t in tensors],
-            "backward" if in_backward else "forward",
+            "backward" if in_backward else "forward", str(tensors[0].device),
         )
 
     class _Recorder(TorchFunctionMode):

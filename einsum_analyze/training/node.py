@@ -20,9 +20,11 @@ from typing import Any
 import torch
 
 from ..errors import DropinError
+from .graphs import CudaGraphs, GraphInstance, GraphSlot
 from .plans import DTYPE_NAMES, DropinPlan, eager_plan, get_plan, plan_key, remember_eager
 
-__all__ = ["EagerContract", "apply_eager", "contract", "contract_backward", "forward_output"]
+__all__ = ["EagerContract", "GraphedContract", "apply_eager", "contract", "contract_backward",
+           "forward_output", "run_graphed"]
 
 
 def _plan_for(operands: Sequence[torch.Tensor], equation: str, strategy: str, optimize: str,
@@ -244,10 +246,7 @@ def _take_saved(ctx: Any) -> list[torch.Tensor]:
             saved tensor modified in place since forward (torch's messages).
     """
     if not ctx.held:
-        raise RuntimeError(
-            "Trying to backward through the graph a second time (or directly access saved "
-            "tensors after they have already been freed): einsum_analyze.torch.einsum "
-            "frees its saved tensors in backward; specify retain_graph=True to keep them")
+        raise RuntimeError(_SECOND_BACKWARD)
     if ctx.held is _HOOKED:
         return list(ctx.saved_tensors)  # the hooks' unpacked tensors, checked by autograd
     saved: list[torch.Tensor] = ctx.held[-1]
@@ -256,6 +255,25 @@ def _take_saved(ctx: Any) -> list[torch.Tensor]:
     if _keep_graph():
         return list(saved)
     return ctx.held.pop()  # type: ignore[no-any-return]
+
+
+_SECOND_BACKWARD = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed): einsum_analyze.torch.einsum frees its saved "
+    "tensors in backward; specify retain_graph=True to keep them")
+"""torch's message for a second backward through a node whose saved tensors are gone."""
+
+
+def _gradient_slots(ctx: Any, grad: Sequence[int], gradients: Sequence[Any],
+                    leading: int) -> tuple[Any, ...]:
+    """``backward``'s return: each gradient in its operand's slot.
+
+    The first ``leading`` arguments (the plan, ...) take none.
+    """
+    returned: list[Any] = [None] * len(ctx.needs_input_grad)
+    for k, gradient in zip(grad, gradients, strict=True):
+        returned[k + leading] = gradient
+    return tuple(returned)
 
 
 def _check_versions(tensors: Sequence[torch.Tensor], versions: Sequence[int]) -> None:
@@ -370,10 +388,7 @@ class EagerContract(torch.autograd.Function):
             gradients = plan.run_backward(saved, seed)  # empties ``saved``: freed as scheduled
         if len(gradients) == len(plan.operand_names):
             return (None, None, *gradients)  # the plan's and operands' slots, then each one's
-        returned: list[Any] = [None] * len(ctx.needs_input_grad)
-        for k, gradient in zip(plan.grad, gradients, strict=True):
-            returned[k + 2] = gradient
-        return tuple(returned)
+        return _gradient_slots(ctx, plan.grad, gradients, 2)
 
 
 apply_eager: Callable[..., torch.Tensor] = getattr(
@@ -382,3 +397,84 @@ apply_eager: Callable[..., torch.Tensor] = getattr(
 (the node has none) and unwraps functorch's dead wrappers (none outside a functorch
 transform, where :func:`einsum_analyze.torch.einsum` calls the wrapper): a microsecond
 less per call."""
+
+
+def run_graphed(plan: DropinPlan, mode: CudaGraphs, operands: tuple[torch.Tensor, ...],
+                tensors: Sequence[torch.Tensor], needs_grad: bool) -> torch.Tensor | None:
+    """The call through the plan's CUDA graphs (:mod:`.graphs`); None: run it eagerly.
+
+    None where ``mode`` or ``"auto"``'s prediction does not ask for the graphs, where
+    they may not run now (another device current, the current stream capturing,
+    inference mode, saved_tensors_hooks on), where every graph set is held by a call
+    whose backward has not run and no other may be captured, or where the capture
+    failed.
+    """
+    slot = plan.graphs
+    if slot is None or not slot.wanted(plan, mode):
+        return None
+    why = slot.usable(needs_grad)
+    if why is not None:
+        slot.note_fallback(why)
+        return None
+    claimed = slot.claim()
+    if claimed is None:
+        slot.note_fallback("every graph set is held by a call whose backward has not run")
+        return None
+    instance, token = claimed
+    if instance.forward_graph is None and not slot.capture(plan, instance, tensors,
+                                                           needs_grad):
+        return None
+    slot.replays += 1
+    if not needs_grad:
+        try:
+            return instance.run_forward(tensors)
+        finally:
+            slot.release(instance, token)
+    return apply_graphed(plan, slot, instance, token, operands, *tensors)
+
+
+class GraphedContract(torch.autograd.Function):
+    """The eager node of a call whose forward and backward replay CUDA graphs.
+
+    Forward replays an instance's forward graph (its result copied out); the instance
+    stays claimed by this node's token until backward has replayed its backward graph
+    (or, under ``retain_graph``, until the node is freed). A double backward runs
+    torch.einsum's differentiable backward, as :class:`EagerContract`'s does.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, plan: DropinPlan, slot: GraphSlot, instance: GraphInstance,
+                token: Any, operands: tuple[torch.Tensor, ...],
+                *tensors: torch.Tensor) -> torch.Tensor:
+        """Replay ``instance``'s forward graph; ``token`` holds it for backward."""
+        out = instance.run_forward(tensors)
+        ctx.plan, ctx.slot, ctx.instance, ctx.token = plan, slot, instance, token
+        ctx.operands = operands  # for a double backward only
+        ctx.operand_versions = _versions(operands)
+        ctx.equation = plan.equation
+        ctx.set_materialize_grads(False)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, upstream: torch.Tensor | None) -> tuple[Any, ...]:
+        """Replay the backward graph (the gradients copied out), then free the instance."""
+        plan: DropinPlan = ctx.plan
+        if upstream is None:
+            return (None,) * len(ctx.needs_input_grad)
+        if torch.is_grad_enabled():
+            gradients = _differentiable_gradients(ctx, upstream, plan.grad)
+        else:
+            token = ctx.token
+            if token is None:
+                raise RuntimeError(_SECOND_BACKWARD)
+            instance: GraphInstance = ctx.instance
+            gradients = instance.run_backward(upstream)
+            if not _keep_graph():
+                ctx.token = None
+                ctx.slot.release(instance, token)
+        return _gradient_slots(ctx, plan.grad, gradients, 5)
+
+
+apply_graphed: Callable[..., torch.Tensor] = getattr(
+    super(torch.autograd.Function, GraphedContract), "apply", GraphedContract.apply)
+"""``GraphedContract.apply`` without its Python wrapper (as :data:`apply_eager`)."""

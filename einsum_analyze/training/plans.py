@@ -26,6 +26,7 @@ up. It imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import OrderedDict
@@ -39,6 +40,7 @@ from ..errors import DropinError, DropinValueError, EinsumAnalyzeError
 from ..strategies import StrategyResult
 from .calls import TORCH_EINSUM, same_layout, torch_layout
 from .choice import NO_BUDGET, choose_dropin
+from .graphs import GraphSlot
 from .relayout import with_layout_copy, written_in_layout
 
 __all__ = [
@@ -78,7 +80,9 @@ class PlanChoice(NamedTuple):
 
     ``runs`` is ``"torch.einsum"`` where eager calls call torch.einsum itself, else the
     strategy of the plan; ``grad`` the positions of the operands that need gradients;
-    ``compiled`` what a call traced by ``torch.compile`` runs, in the same words.
+    ``compiled`` what a call traced by ``torch.compile`` runs, in the same words;
+    ``graphs`` whether eager calls replay CUDA graphs and why, or why not (a CUDA device
+    only, :meth:`.graphs.GraphSlot.describe`; empty elsewhere).
     """
 
     equation: str
@@ -89,6 +93,7 @@ class PlanChoice(NamedTuple):
     runs: str
     reason: str
     compiled: str = ""
+    graphs: str = ""
 
 
 class CacheInfo(NamedTuple):
@@ -138,6 +143,8 @@ class DropinPlan:
             (``torch.backends.opt_einsum`` as it was when the plan was made); None where
             it asks for none (two operands or fewer) or torch.einsum is left to plan
             (opt_einsum off or unavailable).
+        graphs: The entry's CUDA graphs (:class:`.graphs.GraphSlot`, empty until a call
+            asks for them) on a CUDA device; None elsewhere.
     """
 
     strategy: str
@@ -159,6 +166,7 @@ class DropinPlan:
     compiled_runs_torch: bool = False
     reason: str = ""
     torch_path: tuple[int, ...] | None = None
+    graphs: GraphSlot | None = None
 
     def __post_init__(self) -> None:
         # Names built once: a cache hit formats no string.
@@ -382,6 +390,8 @@ def get_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str, dev
         torch_result = torch_layout(equation, shapes, dtype)
         plan = build_plan(equation, shapes, dtype, mask, strategy, optimize, budget,
                           torch_result, device)
+        if device.startswith("cuda"):
+            plan = dataclasses.replace(plan, graphs=GraphSlot(key))
     except DropinError:
         raise
     except EinsumAnalyzeError as err:
@@ -509,7 +519,8 @@ def cache_info() -> CacheInfo:
                        grad=plan.grad, runs="torch.einsum" if plan.runs_torch
                        else plan.strategy, reason=plan.reason,
                        compiled="torch.einsum" if plan.compiled_runs_torch
-                       else plan.strategy)
+                       else plan.strategy,
+                       graphs="" if plan.graphs is None else plan.graphs.describe())
             for key, plan in _CACHE.plans.items()
         )
         return CacheInfo(_CACHE.hits, _CACHE.misses, len(_CACHE.plans), _CACHE.maxsize,

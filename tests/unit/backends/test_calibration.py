@@ -64,7 +64,8 @@ def test_cpu_calibration_measures_the_hosts_costs_and_keeps_them_in_the_profile(
     host = found.host
     seconds = (host.forward_step_s, host.backward_step_s, host.forward_run_s,
                host.backward_run_s, host.forward_kind_s, host.backward_kind_s,
-               host.torch_node_s, host.torch_backward_s)
+               host.forward_label_s, host.backward_label_s, host.torch_node_s,
+               host.torch_backward_s)
     # Seconds beyond the kernels: finite and never below 0 (no figure of time is asserted).
     assert all(math.isfinite(s) and s >= 0 for s in seconds), host
     assert [n for n, _ in host.torch_forward] == [float(n) for n in TORCH_CHAINS]

@@ -85,3 +85,16 @@ def test_what_lies_between_two_calls_belongs_to_the_next_call_s_first_event():
     means = _forward_block([event(s) for s in durations], context, 4, clock=clock)
     assert means == pytest.approx([5.0, 5.0, 7.0])
     assert sum(means) * 4 == pytest.approx(clock.now)
+
+
+def test_marked_intervals_are_scaled_to_the_unmarked_total() -> None:
+    from einsum_analyze.backends.step_timing import scaled_to
+
+    # Each mark added 2 us: the excess comes off each interval alike.
+    assert scaled_to([32e-6, 12e-6, 22e-6], 60e-6) == pytest.approx([30e-6, 10e-6, 20e-6])
+    # An interval of marks alone goes to zero, not below; the rest still add up.
+    scaled = scaled_to([1e-6, 50e-6, 30e-6], 70e-6)
+    assert scaled[0] == 0.0 and sum(scaled) == pytest.approx(70e-6)
+    # A marked run quicker than the unmarked one (noise) is scaled up to its total.
+    assert scaled_to([10e-6, 30e-6], 44e-6) == pytest.approx([11e-6, 33e-6])
+    assert scaled_to([0.0, 0.0], 5e-6) == [0.0, 0.0]  # nothing to share out

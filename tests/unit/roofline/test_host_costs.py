@@ -25,6 +25,7 @@ FREE = profile_from_dict({"name": "free", "bandwidth_bytes_per_s": 1e30,
                           "flops_per_s": 1e30}, "free")
 HOST = HostCosts(forward_step_s=1e-6, backward_step_s=3e-6, forward_run_s=2e-6,
                  backward_run_s=5e-6, forward_kind_s=4e-7, backward_kind_s=9e-6,
+                 forward_label_s=1e-7, backward_label_s=2e-7,
                  torch_forward=((2, 1e-5), (4, 1e-4), (8, 4e-4)),
                  torch_node_s=2e-5, torch_backward_s=7e-5)
 HOSTED = replace(FREE, host=HOST)
@@ -44,8 +45,19 @@ def test_our_executor_pays_per_step_and_per_run_of_each_phase():
     backward = [c for c in steps if c.phase == "backward"]
     assert (len(forward), len(backward)) == (1, 2)
     assert {c.runner for c in steps} == {"executor"}
-    assert t.forward_s == pytest.approx(2e-6 + 1 * 1e-6, rel=1e-9)
-    assert t.backward_s == pytest.approx(5e-6 + 2 * 3e-6, rel=1e-9)
+    # Each step's terms: ab,bc->ac (6 labels); ac,bc->ab and ab,ac->bc in backward.
+    assert [c.labels for c in steps] == [6, 6, 6]
+    assert t.forward_s == pytest.approx(2e-6 + 1 * (1e-6 + 6 * 1e-7), rel=1e-9)
+    assert t.backward_s == pytest.approx(5e-6 + 2 * (3e-6 + 6 * 2e-7), rel=1e-9)
+
+
+def test_a_step_of_more_labels_pays_more_host():
+    # The same product with three batch labels more on every term: 9 labels more a step.
+    narrow, narrow_steps = _predicted("ab,bc->ac", [(2, 2), (2, 2)], "reverse")
+    wide, wide_steps = _predicted("xyzab,xyzbc->xyzac", [(1, 1, 1, 2, 2)] * 2, "reverse")
+    assert [c.labels for c in wide_steps] == [c.labels + 9 for c in narrow_steps]
+    assert wide.forward_s - narrow.forward_s == pytest.approx(9 * 1e-7, rel=1e-6)
+    assert wide.backward_s - narrow.backward_s == pytest.approx(2 * 9 * 2e-7, rel=1e-6)
 
 
 def test_each_kind_of_step_beyond_the_first_costs_its_phase_once():
@@ -56,8 +68,12 @@ def test_each_kind_of_step_beyond_the_first_costs_its_phase_once():
     backward = [c for c in steps if c.phase == "backward"]
     kinds = {c.kernel for c in backward}
     assert len(kinds) == 2 and "unreduce" in kinds
-    assert t.forward_s == pytest.approx(2e-6 + len(forward) * 1e-6, rel=1e-9)
-    assert t.backward_s == pytest.approx(5e-6 + len(backward) * 3e-6 + 9e-6, rel=1e-9)
+    labels = {phase: sum(c.labels for c in steps if c.phase == phase)
+              for phase in ("forward", "backward")}
+    assert t.forward_s == pytest.approx(
+        2e-6 + len(forward) * 1e-6 + labels["forward"] * 1e-7, rel=1e-9)
+    assert t.backward_s == pytest.approx(
+        5e-6 + len(backward) * 3e-6 + labels["backward"] * 2e-7 + 9e-6, rel=1e-9)
 
 
 def test_torch_einsum_pays_its_call_at_its_operands_and_autograd_per_node():
@@ -90,7 +106,9 @@ def test_the_phase_costs_go_to_each_phases_first_step():
     first = {phase: next(n for n, c in enumerate(steps) if c.phase == phase)
              for phase in ("forward", "backward")}
     for n, (step, time_s) in enumerate(zip(steps, seconds, strict=True)):
-        own = HOST.forward_step_s if step.phase == "forward" else HOST.backward_step_s
+        own = (HOST.forward_step_s + step.labels * HOST.forward_label_s
+               if step.phase == "forward"
+               else HOST.backward_step_s + step.labels * HOST.backward_label_s)
         run = HOST.forward_run_s if step.phase == "forward" else HOST.backward_run_s
         assert time_s == pytest.approx(own + (run if n == first[step.phase] else 0.0))
     t = predict_time(s.events, s.sizes(report.equation.size_dict), 4, HOSTED, "float32")
@@ -99,6 +117,7 @@ def test_the_phase_costs_go_to_each_phases_first_step():
 
 @pytest.mark.parametrize("field", ["forward_step_s", "backward_step_s", "forward_run_s",
                                    "backward_run_s", "forward_kind_s", "backward_kind_s",
+                                   "forward_label_s", "backward_label_s",
                                    "torch_node_s", "torch_backward_s"])
 def test_more_host_cost_predicts_more_for_its_runner_and_the_same_for_the_other(field):
     dearer = replace(HOSTED, host=replace(HOST, **{field: getattr(HOST, field) * 10}))
@@ -157,3 +176,56 @@ def test_every_nominal_profile_carries_host_figures():
         assert operands == sorted(operands) and operands[0] == 2
         # torch.einsum's call of three or more operands searches a path: dearer than two.
         assert interpolate(host.torch_forward, 4) > interpolate(host.torch_forward, 2)
+
+
+def _phases(steps, profile):
+    seconds = step_times(steps, profile, "float32")
+    return {phase: sum(t for t, c in zip(seconds, steps, strict=True) if c.phase == phase)
+            for phase in ("forward", "backward")}
+
+
+def _kernels(steps, profile, phase):
+    from einsum_analyze.roofline.time_model import kernel_seconds
+
+    return sum(kernel_seconds(c, profile, "float32") for c in steps if c.phase == phase)
+
+
+def test_on_an_asynchronous_device_a_phase_takes_its_kernels_or_its_host_not_both():
+    # The same host costs beside kernels of 1 ms each (bound by the bandwidth): on a
+    # synchronous device the phase pays both, on a GPU only its kernels.
+    slow = profile_from_dict({"name": "slow", "bandwidth_bytes_per_s": 1e3,
+                              "flops_per_s": 1e30, "launch_s": 1e-6}, "slow")
+    sync = replace(slow, host=HOST)
+    gpu = replace(sync, is_async=True)
+    _, steps = _predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse", sync)
+    for phase in ("forward", "backward"):
+        kernels = _kernels(steps, gpu, phase)
+        assert _phases(steps, gpu)[phase] == pytest.approx(kernels, rel=1e-12)
+        assert _phases(steps, sync)[phase] > kernels
+    t, _ = _predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse", gpu)
+    assert t.total_s == pytest.approx(sum(_phases(steps, gpu).values()), rel=1e-12)
+
+
+def test_on_an_asynchronous_device_a_host_bound_phase_pays_the_dispatch_of_its_kernels():
+    # Kernels that cost nothing: each phase is its host's, its kernels' dispatch at
+    # launch_s each included.
+    gpu = replace(HOSTED, launch_s=2e-6, is_async=True)
+    t, steps = _predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse", gpu)
+    sync, _ = _predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse", replace(gpu, is_async=False))
+    launches = {phase: sum(c.launches for c in steps if c.phase == phase)
+                for phase in ("forward", "backward")}
+    kernels = {phase: _kernels(steps, gpu, phase) for phase in ("forward", "backward")}
+    assert t.forward_s == pytest.approx(
+        sync.forward_s - kernels["forward"] + launches["forward"] * 2e-6, rel=1e-9)
+    assert t.backward_s == pytest.approx(
+        sync.backward_s - kernels["backward"] + launches["backward"] * 2e-6, rel=1e-9)
+
+
+def test_gpus_are_asynchronous_and_the_cpu_is_not():
+    assert {name: p.is_async for name, p in NOMINAL.items()} == {
+        "h200": True, "h100": True, "a100": True, "cpu": False}
+    read = profile_from_dict({**NOMINAL["h200"].to_dict("float32")}, "x")
+    assert read.is_async is True
+    assert profile_from_dict({"bandwidth_bytes_per_s": 1, "flops_per_s": 1}, "x").is_async is False
+    with pytest.raises(PlanningError, match="is_async must be true or false"):
+        profile_from_dict({"bandwidth_bytes_per_s": 1, "flops_per_s": 1, "is_async": 1}, "x")

@@ -119,3 +119,36 @@ def test_sublist_calls_are_recorded_and_the_dropins_own_questions_are_not() -> N
         einsum("ij,jk->ik", a, b, strategy="reverse")
     assert [(c.equation, c.shapes) for c in captured.calls] == [
         ("AB,BC->AC", ((3, 4), (4, 5)))]
+
+
+def test_the_ranking_says_what_the_drop_in_runs_for_each_call() -> None:
+    # Two calls: a matrix product the drop-in leaves to torch.einsum, and a chain whose
+    # plan is predicted faster on the cpu. The ranking names what `auto` runs for each,
+    # as the drop-in itself then does (generous planning time: no deadline decides).
+    import einsum_analyze.torch as dropin
+    from einsum_analyze.training.choice import planning_time
+
+    generator = torch.Generator().manual_seed(0)
+    pair = [torch.randn(8, 3, generator=generator),
+            torch.randn(3, 4, generator=generator).requires_grad_()]
+    chain = [torch.randn(s, generator=generator).requires_grad_()
+             for s in ((512, 2), (512, 2), (2, 7), (7, 2, 7))]
+    calls = {"bi,ij->bj": pair, "bc,bd,cm,mdn->bn": chain}
+    with capture() as captured:
+        for equation, operands in calls.items():
+            torch.einsum(equation, *operands).sum().backward()
+    with planning_time(600):
+        report = captured.report()
+        ran = {}
+        for equation, operands in calls.items():
+            dropin.clear_cache()
+            dropin.einsum(equation, *operands)
+            ran[equation] = dropin.cache_info().choices[-1]
+    for entry in report.ranking:
+        choice = ran[entry.call.equation]
+        assert entry.call.device == "cpu"
+        assert entry.recommended == choice.runs, entry.reason
+        assert choice.reason.startswith(entry.reason)  # the plan adds what compiled calls run
+        if entry.recommended == "torch.einsum":
+            assert entry.saving_bytes == 0 and entry.saving_flops == 0
+    assert {e.recommended == "torch.einsum" for e in report.ranking} == {True, False}

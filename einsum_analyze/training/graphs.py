@@ -1,0 +1,576 @@
+"""The drop-in einsum's CUDA graphs: one plan's forward and backward, captured and replayed.
+
+A plan on a CUDA device may replay its forward and backward events as two CUDA graphs
+(``einsum(..., cuda_graphs=True)`` or ``"auto"``) instead of launching each kernel from
+Python: one :class:`GraphSlot` per plan cache entry (equation, shapes, dtype, device,
+operands needing gradients and options: the shapes are static by the key). How it keeps
+every call's data its own:
+
+- **Static buffers.** The graphs read the slot's own copies of the operands and of the
+  upstream gradient: each call copies the caller's tensors in (one ``_foreach_copy_``)
+  before it replays, so the caller's tensors may live anywhere.
+- **Nothing returned aliases graph memory.** The result and the gradients are copied
+  out of the graphs' memory into fresh tensors, which a later replay cannot touch.
+- **One call per graph set.** The forward graph writes the tensors its backward reads.
+  A grad call claims one set (:class:`GraphInstance`: a token held by its autograd node)
+  until its backward has run (or, with ``retain_graph``, until the node is freed). A
+  second forward of the same plan meanwhile (a layer used twice, gradient accumulation
+  over micro-batches before the first backward) claims another set, captured for it, up
+  to :data:`MAX_INSTANCES`; beyond that it runs the eager events. Either way the first
+  call's tensors stay as they were.
+- **Capture.** On a side stream of the slot's own, after a warm-up of the eager events
+  there (libraries' handles and workspaces made outside the capture); both graphs
+  share one memory pool. No capture starts while the current stream is capturing
+  (the caller's own graph): such calls run eagerly. A capture that fails leaves the
+  slot eager for good, with the error in its description.
+- **Streams.** Replays run on the current stream; a call on another stream than the
+  last replay's waits for that stream's work first.
+
+Where the graphs pay (``"auto"``): :func:`predict_graphs` prices a replay with the time
+model (:mod:`einsum_analyze.roofline`) on the call's device profile: every kernel's
+work, a replay's per-node cost instead of an eager launch and the host's Python, plus
+the copies in and out; it is compared with what the call runs otherwise (our plan's
+eager events, or torch.einsum).
+Its memory: the static copies plus the pool, whose bytes in use at the capture's peak
+are predicted by replaying the plan's events as the captures run them
+(:func:`pool_bytes`); the pool's reserved bytes are measured from the allocator after
+the capture.
+
+Calls go down only: :mod:`.plans` makes slots, :mod:`.node` runs them; this module
+imports neither. It imports torch.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+import weakref
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import torch
+
+from ..analysis import analyze
+from ..errors import DropinValueError, EinsumAnalyzeError
+from ..model.equation import parse_equation
+from ..model.memory import simulate_memory
+from ..model.types import DTYPE_ITEMSIZE
+from ..model.units import format_exact_bytes, format_seconds
+from ..roofline import HostCosts, kernel_seconds, predict_time, step_costs
+from .choice import NO_BUDGET, TIME_MARGIN, call_profile, node_s
+
+__all__ = ["AUTO_CAPTURE_CALLS", "CUDA_GRAPHS_CHOICES", "GRAPH_NODE_S", "MAX_INSTANCES",
+           "REPLAY_S", "CudaGraphs", "GraphInstance", "GraphPrediction", "GraphSlot",
+           "check_cuda_graphs", "pool_bytes", "predict_graphs"]
+
+CudaGraphs = bool | Literal["auto"]
+"""The ``cuda_graphs`` option: True (replay wherever a plan of ours can), False (never),
+``"auto"`` (where :func:`predict_graphs` predicts the replay faster)."""
+
+CUDA_GRAPHS_CHOICES: tuple[CudaGraphs, ...] = (False, True, "auto")
+
+ROUNDING = 512
+"""Bytes the CUDA caching allocator rounds every block up to."""
+
+GRAPH_NODE_S = 1.5e-6
+"""Nominal seconds each kernel node of a replayed graph costs besides its work (an
+eager launch costs the profile's ``launch_s``)."""
+
+REPLAY_S = 8e-6
+"""Nominal host seconds of one graph replay and its copies' calls, per pass."""
+
+AUTO_CAPTURE_CALLS = 3
+"""Under ``"auto"`` a slot captures at its entry's third call: shapes called once or
+twice never pay a capture."""
+
+MAX_INSTANCES = 8
+"""Graph sets one cache entry may capture: one per call whose backward has not run yet
+(a layer used several times in a model, micro-batches accumulated), beyond which such
+calls run the eager events."""
+
+_WARMUP = 2
+"""Eager runs of the events on the capture stream before a capture."""
+
+_MODE = "thread_local"
+"""CUDA's capture mode: other threads' CUDA calls (an eager call of the same plan while
+this one captures) neither fail nor join the capture."""
+
+
+def check_cuda_graphs(value: Any) -> None:
+    """Check the ``cuda_graphs`` option.
+
+    Raises:
+        DropinValueError: Not True, False or ``"auto"``, in one line.
+
+    Example:
+        >>> check_cuda_graphs("auto")
+        >>> check_cuda_graphs("yes")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        einsum_analyze.errors.DropinValueError: einsum(): cuda_graphs='yes' is not a choice; ...
+    """
+    if value is True or value is False or (type(value) is str and value == "auto"):
+        return
+    raise DropinValueError(f"einsum(): cuda_graphs={value!r:.40} is not a choice; use True, "
+                           "False or 'auto'")
+
+
+def _rounded(nbytes: int) -> int:
+    return -(-nbytes // ROUNDING) * ROUNDING if nbytes else 0
+
+
+def pool_bytes(plan: Any) -> int:
+    """Bytes in use in the graphs' pool at the captures' peak, as the allocator counts them.
+
+    The plan's events replayed as the two captures run them: the operands and the
+    upstream gradient are the slot's static copies (allocated before, outside the
+    pool), and the tensors forward keeps for backward stay allocated through the
+    backward capture (the slot holds them: the next replay writes them again), as do
+    the result and the gradients. Every block rounded up to 512 bytes.
+
+    Example:
+        A plan keeping one 60-byte intermediate, with a 72-byte result and gradients of
+        48, 80 and 120 bytes, holds them all at the end of the backward capture.
+    """
+    kept = set(plan.new_saved)
+    outside: set[str] = set()  # the static upstream, and views over its storage
+    events = []
+    for event in plan.result.events:
+        if event.kind == "free" and event.tensor in kept:
+            continue
+        consumed = [name for name, _ in event.consumes]
+        if any(name in kept for name in consumed):
+            kept.add(event.tensor)  # a view over a kept tensor's storage: held as well
+        if event.kind == "alloc" and (event.op == "seed"
+                                      or any(name in outside for name in consumed)):
+            event = event._replace(elements=0)  # outside the pool
+            outside.add(event.tensor)
+        events.append(event)
+    profile = simulate_memory(events, input_elements=0, output_elements=0,
+                              itemsize=plan.result.memory.itemsize,
+                              granularity=ROUNDING, cpu=False)
+    return int(profile.peak_bytes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GraphPrediction:
+    """What replaying a plan as CUDA graphs is predicted to cost, against not doing so.
+
+    Attributes:
+        graph_s: Forward + backward seconds of a graphed call (kernels, replay nodes,
+            the copies in and out, the replays' host cost).
+        other_s: Seconds of what the call runs otherwise (``other``).
+        other: ``"the plan's eager events"`` or ``"torch.einsum"``.
+        static_bytes: The slot's copies of the operands and the upstream gradient.
+        pool_bytes: The pool's bytes in use at the captures' peak (:func:`pool_bytes`).
+        peak_bytes: A graphed call's predicted peak, inputs counted: the caller's
+            operands, the static copies, the pool, the result and gradients copied out
+            and the caller's upstream gradient.
+        plan_peak_bytes: The plan's own eager training peak, inputs counted.
+        budget_bytes: The call's ``budget`` (None: none).
+        faster: ``graph_s`` is at most :data:`.choice.TIME_MARGIN` of ``other_s``.
+    """
+
+    graph_s: float
+    other_s: float
+    other: str
+    static_bytes: int
+    pool_bytes: int
+    peak_bytes: int
+    plan_peak_bytes: int
+    budget_bytes: int | None
+    faster: bool
+
+    @property
+    def fits(self) -> bool:
+        """Whether the graphed peak is within the call's budget (True without one)."""
+        return self.budget_bytes is None or self.peak_bytes <= self.budget_bytes
+
+    @property
+    def engages(self) -> bool:
+        """Whether ``"auto"`` replays: predicted faster, and within the budget."""
+        return self.faster and self.fits
+
+    def describe(self) -> str:
+        """One line with the figures compared."""
+        return (f"graphs predicted {format_seconds(self.graph_s)} against "
+                f"{format_seconds(self.other_s)} for {self.other}; graph memory predicted "
+                f"{format_exact_bytes(self.static_bytes + self.pool_bytes)} (static copies "
+                f"{format_exact_bytes(self.static_bytes)}, pool in use "
+                f"{format_exact_bytes(self.pool_bytes)}), graphed peak "
+                f"{format_exact_bytes(self.peak_bytes)} against the plan's "
+                f"{format_exact_bytes(self.plan_peak_bytes)}"
+                + ("" if self.budget_bytes is None else
+                   f" and the budget of {format_exact_bytes(self.budget_bytes)}"))
+
+
+def predict_graphs(plan: Any, key: tuple[Any, ...]) -> GraphPrediction:
+    """Price a graphed call of ``plan`` against what the call runs otherwise.
+
+    On the profile of the call's device (:func:`.choice.call_profile`: its calibration
+    in the process, else its kind's nominal profile): the plan's steps at their work,
+    each kernel at :data:`GRAPH_NODE_S` instead of the profile's launch, no host Python
+    but :data:`REPLAY_S` per pass, plus the copies in and out (operands and upstream
+    in, result and gradients out, each read and written once at the profile's
+    bandwidth, one launch each way per pass) and the autograd node around them. The
+    other side: the plan's eager events as :func:`.choice.predicted_s` prices them, or
+    torch.einsum's own execution (the ``torch-autograd`` model) where the plan runs
+    torch.einsum.
+
+    ``key`` is the plan cache's key (equation, shapes, dtype, ...).
+    """
+    equation, shapes, dtype = key[0], key[1], key[2]
+    itemsize = DTYPE_ITEMSIZE[dtype]
+    profile = call_profile(key[3], dtype)
+    size_dict = parse_equation(equation, shapes).size_dict
+    sizes = plan.result.sizes(size_dict)
+    replayed = replace(profile, launch_s=GRAPH_NODE_S, host=HostCosts())
+    kernels = sum(kernel_seconds(step, replayed, dtype)
+                  for step in step_costs(plan.result.events, sizes, itemsize))
+    operand_bytes = [_elements(shape) * itemsize for shape in shapes]
+    out_bytes = _elements(plan.forward_layouts[0][0]) * itemsize
+    grad_bytes = [_elements(layout[0]) * itemsize for layout in plan.gradient_layouts]
+    passes = 2 if plan.grad else 1
+    moved = sum(operand_bytes) + out_bytes + (out_bytes + sum(grad_bytes) if plan.grad else 0)
+    copies = 2 * moved / profile.bandwidth_bytes_per_s + 2 * passes * profile.launch_s
+    graph_s = kernels + copies + passes * REPLAY_S + node_s(profile)
+    if plan.runs_torch:
+        (torch_model,) = analyze(equation, shapes, dtype=dtype, grad=list(plan.grad),
+                                 strategies=["torch-autograd"]).strategies
+        other = "torch.einsum"
+        other_s = predict_time(torch_model.events, torch_model.sizes(size_dict), itemsize,
+                               profile, dtype).total_s
+    else:
+        other = "the plan's eager events"
+        other_s = predict_time(plan.result.events, sizes, itemsize, profile,
+                               dtype).total_s + node_s(profile)
+    static = sum(_rounded(b) for b in operand_bytes) + (_rounded(out_bytes) if plan.grad else 0)
+    pool = pool_bytes(plan)
+    peak = (sum(_rounded(b) for b in operand_bytes) + static + pool + _rounded(out_bytes)
+            + ((_rounded(out_bytes) + sum(_rounded(b) for b in grad_bytes)) if plan.grad
+               else 0))
+    return GraphPrediction(graph_s=graph_s, other_s=other_s, other=other,
+                           static_bytes=static, pool_bytes=pool, peak_bytes=peak,
+                           plan_peak_bytes=int(plan.result.memory.peak_bytes),
+                           budget_bytes=None if key[7] == NO_BUDGET else int(key[7]),
+                           faster=graph_s <= TIME_MARGIN * other_s)
+
+
+def _elements(shape: Any) -> int:
+    count = 1
+    for size in shape:
+        count *= int(size)
+    return count
+
+
+_SIDE_STREAMS: dict[int, Any] = {}
+_SIDE_LOCK = threading.Lock()
+
+
+def _side_stream(device: torch.device) -> Any:
+    """The device's capture stream, one per device for every slot.
+
+    Its warm-ups made the libraries' workspaces for it.
+    """
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    with _SIDE_LOCK:
+        stream = _SIDE_STREAMS.get(index)
+        if stream is None:
+            stream = _SIDE_STREAMS[index] = torch.cuda.Stream(device=index)  # type: ignore[no-untyped-call]
+        return stream
+
+
+class _Token:
+    """What a grad call's autograd node holds while an instance's tensors are its own."""
+
+    __slots__ = ("__weakref__",)
+
+
+class GraphInstance:
+    """One captured pair of graphs, their static tensors, and who holds them now.
+
+    Made empty by :meth:`GraphSlot.claim`; :meth:`warm_up` and :meth:`record` capture
+    it (:meth:`GraphSlot.capture` calls both); :meth:`run_forward` and
+    :meth:`run_backward` replay it. Methods take the plan as an argument.
+    """
+
+    def __init__(self, copies_by_tensor: bool) -> None:
+        self.copies_by_tensor = copies_by_tensor  # complex: conjugate views, copy_ each
+        self.forward_graph: Any = None
+        self.backward_graph: Any = None
+        self.static_inputs: list[torch.Tensor] = []
+        self.static_upstream: torch.Tensor | None = None
+        self.static_output: torch.Tensor | None = None
+        self.static_saved: list[torch.Tensor] = []
+        self.static_gradients: list[torch.Tensor] = []
+        self.pool_reserved_bytes: int | None = None
+        self.owner: weakref.ref[_Token] | None = None
+        self.last_stream: Any = None
+
+    def is_free(self) -> bool:
+        """No call's backward reads this instance's tensors."""
+        owner = self.owner
+        return owner is None or owner() is None
+
+    def follow_stream(self) -> None:
+        """Make the current stream wait for the last replay's, where they differ."""
+        current = torch.cuda.current_stream()
+        last = self.last_stream
+        if last is not None and last != current:
+            current.wait_stream(last)
+        self.last_stream = current
+
+    # -- capturing ---------------------------------------------------------------
+    def warm_up(self, plan: Any, tensors: Any, needs_grad: bool) -> None:
+        """Make the static copies and run the events eagerly on the capture stream."""
+        device = tensors[0].device
+        current = torch.cuda.current_stream(device)
+        statics = [torch.empty_like(t) for t in tensors]
+        self._copy(statics, tensors)
+        upstream = None
+        if needs_grad:
+            upstream = torch.zeros(plan.forward_layouts[0][0], dtype=tensors[0].dtype,
+                                   device=device)
+        side = _side_stream(device)
+        side.wait_stream(current)
+        with torch.cuda.stream(side):
+            for _ in range(_WARMUP):
+                live = plan.run_forward(statics)
+                if needs_grad:
+                    assert upstream is not None
+                    plan.run_backward([live[name] for name in plan.saved_names],
+                                      torch.zeros_like(upstream))
+                del live
+        current.wait_stream(side)
+        self.static_inputs, self.static_upstream = statics, upstream
+        self.last_stream = current
+
+    def record(self, plan: Any, needs_grad: bool) -> None:
+        """Capture the graphs on the warmed-up static copies (one pool for both)."""
+        statics, upstream = self.static_inputs, self.static_upstream
+        current = torch.cuda.current_stream(statics[0].device)
+        side = _side_stream(statics[0].device)
+        side.wait_stream(current)
+        pool = torch.cuda.graph_pool_handle()
+        forward = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(forward, pool=pool, stream=side, capture_error_mode=_MODE):
+            live = plan.run_forward(statics)
+            output = live[plan.output]
+            saved = [live[name] for name in plan.saved_names]
+            del live
+        gradients: list[torch.Tensor] = []
+        backward = None
+        if needs_grad:
+            backward = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(backward, pool=pool, stream=side,
+                                  capture_error_mode=_MODE):
+                gradients = plan.run_backward(list(saved), upstream)
+        current.wait_stream(side)
+        self.static_output, self.static_saved = output, saved
+        self.static_gradients = gradients
+        self.forward_graph, self.backward_graph = forward, backward
+        self.pool_reserved_bytes = _pool_reserved(pool)
+        self.last_stream = current
+
+    # -- replaying ---------------------------------------------------------------
+    def run_forward(self, tensors: Any) -> torch.Tensor:
+        """Copy the operands in, replay the forward graph, return a copy of the result."""
+        self._copy(self.static_inputs, tensors)
+        self.forward_graph.replay()
+        assert self.static_output is not None
+        return self.static_output.clone()
+
+    def run_backward(self, upstream: torch.Tensor) -> list[torch.Tensor]:
+        """Copy the upstream gradient in, replay the backward graph, return copies."""
+        self.follow_stream()
+        assert self.static_upstream is not None
+        self.static_upstream.copy_(upstream)
+        self.backward_graph.replay()
+        if self.copies_by_tensor:
+            return [g.clone() for g in self.static_gradients]
+        gradients = [torch.empty_like(g) for g in self.static_gradients]
+        self._copy(gradients, self.static_gradients)
+        return gradients
+
+    def _copy(self, targets: list[torch.Tensor], sources: Any) -> None:
+        """``targets[k].copy_(sources[k])`` for each ``k``.
+
+        One ``_foreach_copy_`` (a launch or a few); one ``copy_`` each for complex
+        tensors, so that a conjugate view is copied as its values.
+        """
+        if self.copies_by_tensor:
+            for target, source in zip(targets, sources, strict=True):
+                target.copy_(source)
+        else:
+            torch._foreach_copy_(targets, list(sources))  # noqa: SLF001
+
+
+class GraphSlot:
+    """One plan cache entry's CUDA graphs: its instances, its decision, its counters.
+
+    Made (empty) with the plan for a CUDA device. A call claims a free instance
+    (:meth:`claim`), capturing a new one where every instance is held by a call whose
+    backward has not run yet, up to :data:`MAX_INSTANCES`. Methods take the plan as an
+    argument: the slot holds no reference to it.
+    """
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+        device = str(key[3])
+        self.device_index = int(device.split(":")[1]) if ":" in device else 0
+        self.copies_by_tensor = str(key[2]).startswith("complex")
+        self.calls = 0
+        self.lock = threading.Lock()
+        self.prediction: GraphPrediction | None = None
+        self.failed: str | None = None
+        self.instances: list[GraphInstance] = []
+        self.replays = 0
+        self.fallbacks = 0
+        self.last_fallback = ""
+        self.mode: CudaGraphs = False
+
+    # -- deciding ----------------------------------------------------------------
+    def wanted(self, plan: Any, mode: CudaGraphs) -> bool:
+        """Whether a call with option ``mode`` replays this plan's graphs (or captures)."""
+        self.calls += 1
+        self.mode = mode
+        if self.failed is not None:
+            return False
+        if self.prediction is None:
+            if mode is not True and self.calls < AUTO_CAPTURE_CALLS:
+                return False
+            try:
+                self.prediction = predict_graphs(plan, self.key)
+            except EinsumAnalyzeError as err:  # a profile without this dtype's rate, ...
+                self.failed = f"not predicted: {err}"
+                return False
+        if mode is True:
+            return self.prediction.fits  # a budget binds the graphs too
+        return self.prediction.engages
+
+    def usable(self, needs_grad: bool) -> str | None:
+        """Why this call may not replay now (None: it may)."""
+        if torch.cuda.current_device() != self.device_index:
+            return "the operands are not on the current CUDA device"
+        if torch.cuda.is_current_stream_capturing():
+            return "the current stream is capturing"
+        if torch.is_inference_mode_enabled():
+            return "inference mode"
+        if needs_grad and _saved_tensors_hooks(False) is not None:
+            return "saved_tensors_hooks are on"
+        return None
+
+    def note_fallback(self, why: str) -> None:
+        """Count a call that ran eagerly where it wanted the graphs."""
+        self.fallbacks += 1
+        self.last_fallback = why
+
+    # -- claiming ----------------------------------------------------------------
+    def claim(self) -> tuple[GraphInstance, _Token] | None:
+        """A free instance for one call, and the token that holds it.
+
+        A new, empty instance where every one is held (:meth:`capture` fills it), up to
+        :data:`MAX_INSTANCES` and, under a budget, as far as their memory fits it; None
+        beyond. The current stream waits on the instance's last replay's stream.
+        """
+        with self.lock:
+            chosen = next((i for i in self.instances if i.is_free()), None)
+            if chosen is None:
+                if not self._room():
+                    return None
+                chosen = self.new_instance()
+                self.instances.append(chosen)
+            token = _Token()
+            chosen.owner = weakref.ref(token)
+        chosen.follow_stream()
+        return chosen, token
+
+    def _room(self) -> bool:
+        """Whether one more instance may be captured."""
+        count = len(self.instances)
+        if count >= MAX_INSTANCES:
+            return False
+        prediction = self.prediction
+        if prediction is None or prediction.budget_bytes is None:
+            return True
+        each = prediction.static_bytes + prediction.pool_bytes
+        return prediction.peak_bytes + count * each <= prediction.budget_bytes
+
+    def new_instance(self) -> GraphInstance:
+        """An empty instance, not yet captured."""
+        return GraphInstance(self.copies_by_tensor)
+
+    def release(self, instance: GraphInstance, token: _Token) -> None:
+        """Give ``instance`` back after ``token``'s call has finished with its tensors."""
+        with self.lock:
+            owner = instance.owner
+            if owner is not None and owner() is token:
+                instance.owner = None
+
+    # -- capturing ---------------------------------------------------------------
+    def capture(self, plan: Any, instance: GraphInstance, tensors: Any,
+                needs_grad: bool) -> bool:
+        """Warm up and capture ``instance``; False (the slot stays eager) if it failed."""
+        try:
+            instance.warm_up(plan, tensors, needs_grad)
+            with warnings.catch_warnings():
+                # a pass of views alone launches no kernel: its graph is empty, rightly
+                warnings.filterwarnings("ignore", message=".*CUDA Graph is empty")
+                instance.record(plan, needs_grad)
+        except (RuntimeError, torch.cuda.OutOfMemoryError) as err:
+            with self.lock:
+                self.instances.remove(instance)
+            lines = str(err).strip().splitlines()
+            self.failed = f"capture failed: {lines[0] if lines else type(err).__name__}"
+            return False
+        return True
+
+    # -- describing --------------------------------------------------------------
+    def describe(self) -> str:
+        """One line for :func:`.plans.cache_info`: whether it replays, and why (not)."""
+        prediction = self.prediction
+        said = f"; {prediction.describe()}" if prediction is not None else ""
+        if self.failed is not None:
+            return f"eager: CUDA graphs {self.failed}{said}"
+        captured = [i for i in self.instances if i.forward_graph is not None]
+        if captured:
+            why = "cuda_graphs=True" if self.mode is True else "auto: predicted faster"
+            reserved = [i.pool_reserved_bytes for i in captured]
+            pools = ("pools' reserved bytes not reported by the allocator"
+                     if None in reserved else
+                     f"pool{'s' if len(captured) > 1 else ''} reserved "
+                     f"{format_exact_bytes(sum(r for r in reserved if r is not None))} "
+                     "(measured)")
+            fell = (f", {self.fallbacks} eager (last: {self.last_fallback})"
+                    if self.fallbacks else "")
+            plural = "" if self.replays == 1 else "s"
+            sets = "" if len(captured) == 1 else f" on {len(captured)} graph sets"
+            return (f"replays CUDA graphs ({why}): {self.replays} replay{plural}{sets}"
+                    f"{fell}; {pools}{said}")
+        if self.mode is False:
+            return "eager: cuda_graphs=False"
+        if prediction is None:
+            return (f"eager: cuda_graphs='auto' decides at call {AUTO_CAPTURE_CALLS} "
+                    f"({self.calls} so far)")
+        if not prediction.fits:
+            return f"eager: the graphed peak is over the budget{said}"
+        if self.mode is True:  # wanted, not yet replayed: every call fell back
+            return f"eager: {self.last_fallback or 'not captured yet'}{said}"
+        return f"eager: auto predicts no gain{said}"
+
+
+def _pool_reserved(pool: Any) -> int | None:
+    """Bytes the allocator reserved for ``pool``'s segments (None: it does not say)."""
+    try:
+        segments = torch.cuda.memory_snapshot()  # type: ignore[no-untyped-call]
+        wanted = tuple(pool)
+        if not any("segment_pool_id" in s for s in segments):
+            return None
+        return sum(int(s["total_size"]) for s in segments
+                   if tuple(s.get("segment_pool_id") or ()) == wanted)
+    except (RuntimeError, TypeError, KeyError):
+        return None
+
+
+_saved_tensors_hooks: Any = torch._C._autograd._top_saved_tensors_default_hooks  # noqa: SLF001
+"""The innermost saved_tensors_hooks pair in effect (None: none)."""
