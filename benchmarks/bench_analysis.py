@@ -32,6 +32,9 @@
     Targets: ratio at most 3, exponent at most 1.3 from 100 to 2000 tensors, the default
     analysis at most 2 s at 500 tensors.
 
+(e) With ``--compare-with ROOT`` (``benchmarks/analysis_compare.py``): the same analysis
+    of this tree against the package under ROOT, child processes interleaved.
+
 Method: every in-process sample is a batch of calls lasting at least ``--min-sample-ms``;
 functions are interleaved round by round (A B C, then C B A, ...) after a warm-up, with the
 garbage collector off during timed batches (as ``timeit`` does). A call slower than 0.1 s
@@ -43,6 +46,7 @@ Usage::
 
     python3 benchmarks/bench_analysis.py [--repeats N] [--max-tensors N]
     python3 benchmarks/bench_analysis.py --only scaling [--scaling-sizes 10,100,...]
+    python3 benchmarks/bench_analysis.py --only scaling --compare-with OLD_CHECKOUT
 """
 
 # ruff: noqa: T201
@@ -76,6 +80,7 @@ from analysis_common import (  # noqa: E402
     raw_path_fn,
     summarize,
 )
+from analysis_compare import print_compare, run_compare  # noqa: E402
 from analysis_scaling import SIZES as SCALING_SIZES  # noqa: E402
 from analysis_scaling import print_scaling, run_scaling  # noqa: E402
 
@@ -480,6 +485,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="samples of each function per network in (d) (default 3)",
     )
     parser.add_argument(
+        "--compare-with", metavar="ROOT", type=Path,
+        help="with --only scaling: also time this tree's analysis against the package under "
+        "ROOT (an older checkout), child processes interleaved (section e)",
+    )
+    parser.add_argument(
+        "--compare-rounds", type=int, default=4,
+        help="children of each side in (e) (default 4)",
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="also cProfile the default analyze() on tn18-b512"
     )
     parser.add_argument("--json", metavar="PATH", help="also write all results as JSON")
@@ -543,6 +557,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         scaling = run_scaling(sizes, args.scaling_repeats)
         missed |= not print_scaling(scaling, markdown_table)
         results["scaling"] = scaling
+        if args.compare_with is not None:
+            compared = run_compare(args.compare_with.resolve(), sizes, args.compare_rounds)
+            print_compare(compared, markdown_table)
+            results["compare"] = compared
     if args.profile:
         run_profile(cases, 25)
 
