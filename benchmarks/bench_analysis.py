@@ -486,8 +486,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--compare-with", metavar="ROOT", type=Path,
-        help="with --only scaling: also time this tree's analysis against the package under "
-        "ROOT (an older checkout), child processes interleaved (section e)",
+        help="also time this tree against the package under ROOT (an older checkout): the "
+        "cold start's CLI runs, and the scaling's analyses in child processes (section e); "
+        "each interleaved with this tree's",
     )
     parser.add_argument(
         "--compare-rounds", type=int, default=4,
@@ -519,7 +520,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed_check = False
     missed = False
     if args.only in (None, "cold"):
-        cold = run_cold(find_case(cases, COLD_CASE), args.repeats, summarize)
+        cold = run_cold(find_case(cases, COLD_CASE), args.repeats, summarize,
+                        args.compare_with.resolve() if args.compare_with else None)
         print_cold(cold, markdown_table, fmt_s)
         results["cold"] = cold
         failed_check |= bool(cold["problems"])
