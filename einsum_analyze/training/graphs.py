@@ -212,8 +212,10 @@ def predict_graphs(plan: Any, key: tuple[Any, ...]) -> GraphPrediction:
     each kernel at :data:`GRAPH_NODE_S` instead of the profile's launch, no host Python
     but :data:`REPLAY_S` per pass, plus the copies in and out (operands and upstream
     in, result and gradients out, each read and written once at the profile's
-    bandwidth, one launch each way per pass) and the autograd node around them. The
-    other side: the plan's eager events as :func:`.choice.predicted_s` prices them, or
+    bandwidth, one launch each way per pass) and the autograd node around them; on an
+    asynchronous device (the profile's ``is_async``) the larger of the device's seconds
+    and the host's, as the time model takes a phase, else their sum. The other side:
+    the plan's eager events as :func:`.choice.predicted_s` prices them, or
     torch.einsum's own execution (the ``torch-autograd`` model) where the plan runs
     torch.einsum.
 
@@ -232,8 +234,10 @@ def predict_graphs(plan: Any, key: tuple[Any, ...]) -> GraphPrediction:
     grad_bytes = [_elements(layout[0]) * itemsize for layout in plan.gradient_layouts]
     passes = 2 if plan.grad else 1
     moved = sum(operand_bytes) + out_bytes + (out_bytes + sum(grad_bytes) if plan.grad else 0)
-    copies = 2 * moved / profile.bandwidth_bytes_per_s + 2 * passes * profile.launch_s
-    graph_s = kernels + copies + passes * REPLAY_S + node_s(profile)
+    device_s = kernels + 2 * moved / profile.bandwidth_bytes_per_s
+    host_s = passes * (REPLAY_S + 2 * profile.launch_s) + node_s(profile)
+    # a GPU's host queues the replays while the device runs: the larger side, not the sum
+    graph_s = max(device_s, host_s) if profile.is_async else device_s + host_s
     if plan.runs_torch:
         (torch_model,) = analyze(equation, shapes, dtype=dtype, grad=list(plan.grad),
                                  strategies=["torch-autograd"]).strategies

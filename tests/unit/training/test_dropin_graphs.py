@@ -98,7 +98,7 @@ def test_a_graphed_call_is_predicted_faster_where_launches_dominate() -> None:
     # the graphed peak: the caller's three operands, the copies, the pool, the result
     # copied out, the caller's upstream gradient and the three gradients copied out
     assert small.peak_bytes == (3 + 4 + 6 + 1 + 1 + 3) * 512
-    big_shapes = ((1024, 1024),) * 3
+    big_shapes = ((4096, 4096),) * 3
     big = predict_graphs(get_plan(*_key(big_shapes)), _key(big_shapes))
     assert not big.faster and not big.engages  # the products' work dominates both
 
@@ -125,7 +125,7 @@ def test_auto_decides_at_its_third_call_and_says_so() -> None:
     answers = [slot.wanted(plan, "auto") for _ in range(AUTO_CAPTURE_CALLS)]
     assert answers == [False] * (AUTO_CAPTURE_CALLS - 1) + [True]
     assert slot.prediction is not None and slot.prediction.engages
-    big_shapes = ((1024, 1024),) * 3
+    big_shapes = ((4096, 4096),) * 3
     big = GraphSlot(_key(big_shapes))
     for _ in range(AUTO_CAPTURE_CALLS):
         assert not big.wanted(get_plan(*_key(big_shapes)), "auto")
