@@ -68,10 +68,22 @@ def _child(root: Path, sizes: Sequence[int]) -> dict[int, tuple[float, float]]:
     return {int(n): (ours, base) for n, (ours, base) in json.loads(done.stdout).items()}
 
 
+def check_other(other: Path) -> str | None:
+    """Why a ``--compare-with`` folder cannot be compared (None: it can).
+
+    A folder without a package would leave its children to import whichever
+    ``einsum_analyze`` the interpreter finds, and compare that with itself.
+    """
+    if not (other / "einsum_analyze" / "__init__.py").exists():
+        return f"--compare-with {other}: no einsum_analyze package there"
+    return None
+
+
 def run_compare(other: Path, sizes: Sequence[int], rounds: int) -> dict[str, Any]:
     """Alternate children of this tree and of ``other``; each side's per-round results."""
-    if not (other / "einsum_analyze" / "__init__.py").exists():
-        raise SystemExit(f"--compare-with {other}: no einsum_analyze package there")
+    problem = check_other(other)
+    if problem is not None:
+        raise ValueError(problem)
     sides = {"this tree": ROOT_OF_THIS_TREE, "other": other}
     results: dict[str, list[dict[int, tuple[float, float]]]] = {name: [] for name in sides}
     order = list(sides)

@@ -80,7 +80,7 @@ from analysis_common import (  # noqa: E402
     raw_path_fn,
     summarize,
 )
-from analysis_compare import print_compare, run_compare  # noqa: E402
+from analysis_compare import check_other, print_compare, run_compare  # noqa: E402
 from analysis_scaling import SIZES as SCALING_SIZES  # noqa: E402
 from analysis_scaling import print_scaling, run_scaling  # noqa: E402
 
@@ -504,6 +504,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="exit 1 when a target is missed (a path/FLOPs mismatch always exits 1)",
     )
     args = parser.parse_args(argv)
+    problem = None if args.compare_with is None else check_other(args.compare_with.resolve())
+    if problem is not None:
+        parser.error(problem)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     breakdown_sizes = [int(x) for x in args.breakdown_sizes.split(",") if x.strip()]
