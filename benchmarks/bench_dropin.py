@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import CLOCKS, environment, scaled  # noqa: E402
+from _common import CLOCKS, _seconds, environment, scaled  # noqa: E402
 
 HERE = Path(__file__).parent
 RUNS = ("torch", "torch-again", "torch-compiled", "oe-expr", "ours", "ours-compiled",
@@ -507,7 +507,7 @@ def main() -> int:
                         f"{', '.join(RUNS)} (default: all but ours-graphs and "
                         "torch-reduce-overhead); ours is always run, for its choice")
     parser.add_argument("--overhead-iterations", type=int, default=2000)
-    parser.add_argument("--max-seconds", type=float, default=240.0,
+    parser.add_argument("--max-seconds", type=_seconds, default=240.0,
                         help="start no compile after this many seconds (keeps the run short)")
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args()

@@ -303,7 +303,7 @@ def main() -> int:
             ratio(at_b.get("peak_bytes"), eager["peak_bytes"]), fit,
             f"{at_b.get('strategy', '-')} on {at_b.get('source', '-')}",
         ])
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))

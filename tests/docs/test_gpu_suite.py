@@ -102,3 +102,26 @@ def test_the_suite_is_valid_bash_and_refuses_a_missing_outdir():
     done = subprocess.run(["bash", str(SUITE)], capture_output=True, text=True, check=False)
     assert done.returncode == 2 and done.stdout == ""
     assert "usage: bash benchmarks/gpu_suite.sh OUTDIR" in done.stderr
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    import os
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                          check=False, cwd=ROOT, env=env, timeout=300)
+
+
+def test_a_limit_that_leaves_out_every_case_still_prints_the_table_and_says_so():
+    done = _bench("benchmarks/bench_training.py", "--device", "cpu", "--max-seconds", "1e-9")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "left out at --max-seconds 1e-09" in done.stdout
+
+
+@pytest.mark.parametrize("text", ["nan", "-1", "inf"])
+def test_bench_dropins_max_seconds_must_be_seconds_above_zero(text):
+    done = _bench("benchmarks/bench_dropin.py", "--max-seconds", text)
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"'{text}' is not seconds above 0" in done.stderr
