@@ -116,8 +116,13 @@ def cold_commands(
 
 
 def run_cold(case: dict[str, Any], repeats: int,
-             summarize: Callable[[Sequence[float]], dict[str, float]]) -> dict[str, Any]:
-    """Time fresh processes of the CLI and the baselines, interleaved round by round."""
+             summarize: Callable[[Sequence[float]], dict[str, float]],
+             compare_with: Path | None = None) -> dict[str, Any]:
+    """Time fresh processes of the CLI and the baselines, interleaved round by round.
+
+    ``compare_with``: a folder holding another ``einsum_analyze`` (an older checkout),
+    whose CLI runs are interleaved with the others as rows marked ``[other]``.
+    """
     import opt_einsum
 
     _, info = opt_einsum.contract_path(case["equation"], *case["shapes"], shapes=True)
@@ -134,6 +139,16 @@ def run_cold(case: dict[str, Any], repeats: int,
             pyc_env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
             pyc_env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
         commands = cold_commands(case, json_path, pyc_env)
+        if compare_with is not None:
+            other = {**env, "PYTHONPATH": str(compare_with)}
+            argv = [sys.executable, "-m", "einsum_analyze", *cli_args(case, json_path, cli_help())]
+            commands.append(("python3 -m einsum_analyze ... --json FILE [other]", argv, False,
+                             other))
+            if pyc_env is not None:
+                cached = {**pyc_env, "PYTHONPATH": str(compare_with),
+                          "PYTHONPYCACHEPREFIX": os.path.join(tmp, "pycache-other")}
+                commands.append(("python3 -m einsum_analyze ... --json FILE [bytecode cached] "
+                                 "[other]", argv, False, cached))
         cli_line = "python3 -m einsum_analyze " + shlex.join(
             [a if a != json_path else "FILE" for a in cli_args(case, json_path, cli_help())]
         )
@@ -200,6 +215,7 @@ def run_cold(case: dict[str, Any], repeats: int,
         "problems": problems,
         "repeats": repeats,
         "cli_line": cli_line,
+        "other": str(compare_with) if compare_with is not None else None,
     }
 
 
@@ -237,6 +253,8 @@ def print_cold(result: dict[str, Any], table: Callable[..., str],
     )
     for problem in result["problems"]:
         print(f"  PROBLEM: {problem}")
+    if result.get("other"):
+        print(f"'[other]' rows run the package under {result['other']} (--compare-with).")
     if any("[bytecode cached]" in r["label"] for r in result["rows"]):
         print(
             "PYTHONDONTWRITEBYTECODE is set here, so the editable einsum_analyze is "

@@ -32,6 +32,9 @@
     Targets: ratio at most 3, exponent at most 1.3 from 100 to 2000 tensors, the default
     analysis at most 2 s at 500 tensors.
 
+(e) With ``--compare-with ROOT`` (``benchmarks/analysis_compare.py``): the same analysis
+    of this tree against the package under ROOT, child processes interleaved.
+
 Method: every in-process sample is a batch of calls lasting at least ``--min-sample-ms``;
 functions are interleaved round by round (A B C, then C B A, ...) after a warm-up, with the
 garbage collector off during timed batches (as ``timeit`` does). A call slower than 0.1 s
@@ -43,6 +46,7 @@ Usage::
 
     python3 benchmarks/bench_analysis.py [--repeats N] [--max-tensors N]
     python3 benchmarks/bench_analysis.py --only scaling [--scaling-sizes 10,100,...]
+    python3 benchmarks/bench_analysis.py --only scaling --compare-with OLD_CHECKOUT
 """
 
 # ruff: noqa: T201
@@ -76,6 +80,7 @@ from analysis_common import (  # noqa: E402
     raw_path_fn,
     summarize,
 )
+from analysis_compare import check_other, print_compare, run_compare  # noqa: E402
 from analysis_scaling import SIZES as SCALING_SIZES  # noqa: E402
 from analysis_scaling import print_scaling, run_scaling  # noqa: E402
 
@@ -480,6 +485,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="samples of each function per network in (d) (default 3)",
     )
     parser.add_argument(
+        "--compare-with", metavar="ROOT", type=Path,
+        help="also time this tree against the package under ROOT (an older checkout): the "
+        "cold start's CLI runs, and the scaling's analyses in child processes (section e); "
+        "each interleaved with this tree's",
+    )
+    parser.add_argument(
+        "--compare-rounds", type=int, default=4,
+        help="children of each side in (e) (default 4)",
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="also cProfile the default analyze() on tn18-b512"
     )
     parser.add_argument("--json", metavar="PATH", help="also write all results as JSON")
@@ -489,6 +504,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="exit 1 when a target is missed (a path/FLOPs mismatch always exits 1)",
     )
     args = parser.parse_args(argv)
+    problem = None if args.compare_with is None else check_other(args.compare_with.resolve())
+    if problem is not None:
+        parser.error(problem)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     breakdown_sizes = [int(x) for x in args.breakdown_sizes.split(",") if x.strip()]
@@ -505,7 +523,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed_check = False
     missed = False
     if args.only in (None, "cold"):
-        cold = run_cold(find_case(cases, COLD_CASE), args.repeats, summarize)
+        cold = run_cold(find_case(cases, COLD_CASE), args.repeats, summarize,
+                        args.compare_with.resolve() if args.compare_with else None)
         print_cold(cold, markdown_table, fmt_s)
         results["cold"] = cold
         failed_check |= bool(cold["problems"])
@@ -543,6 +562,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         scaling = run_scaling(sizes, args.scaling_repeats)
         missed |= not print_scaling(scaling, markdown_table)
         results["scaling"] = scaling
+        if args.compare_with is not None:
+            compared = run_compare(args.compare_with.resolve(), sizes, args.compare_rounds)
+            print_compare(compared, markdown_table)
+            results["compare"] = compared
     if args.profile:
         run_profile(cases, 25)
 

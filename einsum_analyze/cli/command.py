@@ -25,13 +25,11 @@ from ..errors import EinsumAnalyzeError
 from ..model.parsing import parse_seconds, parse_shapes, parse_sizes, parse_strategy_names
 from ..model.planning import OPTIMIZERS
 from ..model.types import DType
-from ..render.distributed import render_distributed
 from ..render.formatting import format_seconds
 from ..render.terminal import check_json_path, console, progress, write_json
 from ..report.budgets import check_budget_strategy
 from ..strategies import STRATEGIES, get_strategy, strategy_names
 from .base import InputError, OneLineErrors, import_planner
-from .cases import analyze_cases
 from .counts import check_counts
 from .devices import DEVICES_HELP, check_devices, check_run_devices, run_devices, runs_on_cpu
 from .options import RunOptions, Settings, echo_budget_failures, execute_runs
@@ -368,6 +366,8 @@ def cli(
                 raise click.UsageError("give either --cases or EQUATION with --shapes/--sizes")
             if devices_list is not None:
                 raise click.UsageError("--devices runs one equation; it cannot go with --cases")
+            from .cases import analyze_cases  # a cases file only: loaded when given
+
             return analyze_cases(cases_path, settings, run, json_path, budgets, plot_path)
         if devices_list is not None and "sliced" not in settings.strategies:
             raise click.UsageError("--devices runs the sliced strategy: add sliced to "
@@ -468,6 +468,8 @@ def _analyze(
 
             render_step_times(report, out)
         if spread is not None:
+            from ..render.distributed import render_distributed  # --devices only
+
             render_distributed(spread, out, console(stderr=True))
     elif spread is not None and spread.failure is not None:
         click.echo(f"error: distributed run failed: {spread.failure}", err=True)

@@ -224,7 +224,11 @@ def lower_contraction(
         >>> k.kind, k.workspace
         ('bmm', ())
     """
-    return _with_upcasts(_lower_contraction(layouts, output, sizes, above), layouts, sizes)
+    kernel = _lower_contraction(layouts, output, sizes, above)
+    inputs = kernel.inputs  # as a rule nothing is summed first: no upcasts to look for
+    if inputs and (inputs[0].reduce or (len(inputs) > 1 and inputs[1].reduce)):
+        return _with_upcasts(kernel, layouts, sizes)
+    return kernel
 
 
 def _lower_contraction(
@@ -355,7 +359,9 @@ def lower_to_layouts(
 
     ``above`` is :func:`lower_contraction`'s table.
     """
-    return [None if kernel is None else _with_upcasts(kernel, layouts, sizes)
+    # Two inputs each; as a rule nothing is summed first: no upcasts to look for.
+    return [kernel if kernel is None or not (kernel.inputs[0].reduce or kernel.inputs[1].reduce)
+            else _with_upcasts(kernel, layouts, sizes)
             for kernel in _lower_to_layouts(layouts, output, sizes, targets, above)]
 
 

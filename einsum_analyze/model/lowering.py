@@ -202,9 +202,14 @@ def _aimed(
 ) -> Kernel | None:
     """The kernel writing one of ``targets`` that copies least (None: none can)."""
     key = (tuple(layouts), output, targets)
-    if key not in memo:
-        memo[key] = _aim(layouts, output, sizes, targets, above)
-    return memo[key]
+    found = memo.get(key, _UNSEEN)  # one hash of the key: its layouts are long tuples
+    if found is _UNSEEN:
+        found = memo[key] = _aim(layouts, output, sizes, targets, above)
+    return found
+
+
+_UNSEEN: Kernel | None = Kernel(kind="einsum", inputs=())
+""":func:`_aimed`'s marker of a question not asked yet (None answers "no kernel can")."""
 
 
 def _aim(
