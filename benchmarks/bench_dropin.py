@@ -14,7 +14,7 @@ diagonal); ``--set all`` (the default) runs both. For each case, forward + backw
 - ``ours``: ``einsum_analyze.torch.einsum``, eager, on a cache hit;
 - ``ours-compiled``: a module calling it, ``torch.compile(fullgraph=True)``;
 - ``ours-graphs``: the drop-in, eager, with ``cuda_graphs=True`` (its forward and
-  backward replayed as CUDA graphs; CUDA only);
+  backward replayed as CUDA graphs; CUDA only); timed only where ``--runs`` names it;
 - ``torch-reduce-overhead``: the torch.einsum module under
   ``torch.compile(mode="reduce-overhead", fullgraph=True)`` (inductor's CUDA graphs;
   CUDA only), each step opened with ``torch.compiler.cudagraph_mark_step_begin()``;
@@ -64,9 +64,10 @@ from _common import CLOCKS, environment, scaled  # noqa: E402
 HERE = Path(__file__).parent
 RUNS = ("torch", "torch-again", "torch-compiled", "oe-expr", "ours", "ours-compiled",
         "ours-graphs", "torch-reduce-overhead")
-DEFAULT_RUNS = tuple(run for run in RUNS if run != "torch-reduce-overhead")
-"""The runs timed without ``--runs``: reduce-overhead's compile (a third per case) only
-where asked for, so that the GPU suite's step covers the cases it did."""
+DEFAULT_RUNS = tuple(run for run in RUNS if run not in ("ours-graphs", "torch-reduce-overhead"))
+"""The runs timed without ``--runs``: the CUDA graphs' two (a capture, and a third compile
+per case) only where asked for, so that the GPU suite's step covers the cases it did
+within its limit."""
 
 
 def fence(device: str) -> None:
@@ -503,8 +504,8 @@ def main() -> int:
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled runs")
     parser.add_argument("--runs", default="", help="comma-separated runs to time, of "
-                        f"{', '.join(RUNS)} (default: all but torch-reduce-overhead); ours "
-                        "is always run, for its choice")
+                        f"{', '.join(RUNS)} (default: all but ours-graphs and "
+                        "torch-reduce-overhead); ours is always run, for its choice")
     parser.add_argument("--overhead-iterations", type=int, default=2000)
     parser.add_argument("--max-seconds", type=float, default=240.0,
                         help="start no compile after this many seconds (keeps the run short)")

@@ -79,6 +79,7 @@ export out
 # limit, and names the cases it left out; the limits add up to 520 s.
 step tests     180 bash -c tests
 step dropin     75 python3 benchmarks/bench_dropin.py --device cuda --repeats 10 \
+    --runs torch,torch-again,oe-expr,ours,ours-graphs,torch-reduce-overhead \
     --max-seconds 42 --json "$out/dropin.json"
 step models     30 python3 benchmarks/bench_models.py --device cpu,cuda --repeats 5 \
     --json "$out/models.json"

@@ -38,6 +38,12 @@ def import_planner() -> None:
     sys.modules["numpy"] = None  # type: ignore[assignment]  # import numpy now fails
     try:
         import opt_einsum  # noqa: F401
+        from opt_einsum.backends import dispatch
+
+        # its object backend's tensordot and transpose are numpy's, found only in the
+        # table numpy's import fills: where they are not there, numpy's when asked
+        if ("tensordot", "object") not in getattr(dispatch, "_cached_funcs", {}):
+            getattr(dispatch, "_aliases", {}).setdefault("object", "numpy")
     except ImportError:  # an opt_einsum that needs numpy (3.3): imported later, with it
         for name in [name for name in sys.modules if name.partition(".")[0] == "opt_einsum"]:
             del sys.modules[name]

@@ -298,9 +298,10 @@ def capture() -> Iterator[Captured]:
     class _Recorder(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (),
                                kwargs: Mapping[str, Any] | None = None) -> Any:
-            if func in einsums:
+            result = func(*args, **(kwargs or {}))
+            if func in einsums:  # after the call: one torch.einsum refuses is not a call
                 record(args)
-            return func(*args, **(kwargs or {}))
+            return result
 
     original = torch.functional.einsum
     originals = (torch.einsum, torch.functional.einsum)
@@ -308,9 +309,10 @@ def capture() -> Iterator[Captured]:
     def einsum(*args: Any, **kwargs: Any) -> Any:
         # The autograd engine runs backward without this thread's function modes: a
         # call made there (a custom Function's backward) is recorded here instead.
+        result = original(*args, **kwargs)
         if torch._C._len_torch_function_stack() == 0:
             record(args)
-        return original(*args, **kwargs)
+        return result
 
     torch.einsum = torch.functional.einsum = einsum
     try:

@@ -109,7 +109,7 @@ def check_cuda_graphs(value: Any) -> None:
         ...
         einsum_analyze.errors.DropinValueError: einsum(): cuda_graphs='yes' is not a choice; ...
     """
-    if value is True or value is False or (type(value) is str and value == "auto"):
+    if value is True or value is False or (isinstance(value, str) and value == "auto"):
         return
     raise DropinValueError(f"einsum(): cuda_graphs={value!r:.40} is not a choice; use True, "
                            "False or 'auto'")

@@ -146,6 +146,23 @@ def test_analysis_only_cli_imports_no_numpy_and_numpy_works_after():
     assert json.loads(result.stdout)["forward"] == json.loads(api.stdout)
 
 
+def test_opt_einsums_object_backend_works_after_import_planner():
+    # opt_einsum's object backend takes numpy's tensordot and transpose from the table
+    # numpy's import fills; held back, they must still be found when first asked.
+    code = (
+        "from einsum_analyze.cli.base import import_planner\n"
+        "import_planner()\n"
+        "import numpy, opt_einsum\n"
+        "a = numpy.arange(6).reshape(2, 3).astype(object)\n"
+        "b = numpy.arange(12).reshape(3, 4).astype(object)\n"
+        "got = opt_einsum.contract('ij,jk->ik', a, b, backend='object')\n"
+        "print(bool((got == a.dot(b)).all()))\n"
+    )
+    result = run(sys.executable, "-c", code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+
+
 def test_import_planner_leaves_an_opt_einsum_that_needs_numpy_to_import_later(tmp_path):
     # opt_einsum 3.3 imports numpy unconditionally: held back, its import fails, and what it
     # left half-imported is dropped, so that a later import (with numpy) succeeds.

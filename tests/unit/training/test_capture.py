@@ -152,3 +152,17 @@ def test_the_ranking_says_what_the_drop_in_runs_for_each_call() -> None:
         if entry.recommended == "torch.einsum":
             assert entry.saving_bytes == 0 and entry.saving_flops == 0
     assert {e.recommended == "torch.einsum" for e in report.ranking} == {True, False}
+
+
+def test_a_call_torch_einsum_refuses_is_not_recorded() -> None:
+    # Mixed dtypes: torch.einsum raises, so the model never ran that einsum; it must not
+    # be counted as a call of the first operand's dtype.
+    a, b = torch.randn(3, 4), torch.randn(4, 5)
+    with capture() as captured:
+        torch.einsum("ij,jk->ik", a, b)
+        with pytest.raises(RuntimeError):
+            torch.einsum("ij,jk->ik", a, b.double())
+        with pytest.raises(RuntimeError):
+            torch.einsum("ij,jk->ikk", a, b)
+    assert [(c.equation, c.dtype, c.count) for c in captured.calls] == [
+        ("ij,jk->ik", "float32", 1)]

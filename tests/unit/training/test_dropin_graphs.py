@@ -46,6 +46,20 @@ def test_a_bad_cuda_graphs_value_is_one_line_naming_it(bad: Any) -> None:
         assert f"cuda_graphs={bad!r}" in message and "True, False or 'auto'" in message
 
 
+class _Text(str):
+    """A str subclass, as the other options accept (a config's string type)."""
+
+
+def test_a_str_subclass_auto_is_auto_as_for_the_other_options() -> None:
+    a, b = torch.ones(2, 3), torch.ones(3, 4)
+    want = torch.full((2, 4), 3.0)
+    assert torch.equal(einsum("ij,jk->ik", a, b, strategy=_Text("reverse"),
+                              cuda_graphs=_Text("auto")), want)
+    with patch(cuda_graphs=_Text("auto")):
+        assert torch.equal(torch.einsum("ij,jk->ik", a, b), want)
+    assert torch.equal(Einsum("ij,jk->ik", cuda_graphs=_Text("auto"))(a, b), want)
+
+
 @pytest.mark.parametrize("choice", [True, False, "auto"])
 def test_cpu_tensors_never_replay_graphs(choice: Any) -> None:
     clear_cache()
