@@ -35,7 +35,7 @@ from typing import Any
 
 from ..errors import PlanningError
 
-__all__ = ["CPU_HOST", "GPU_HOST", "HostCosts", "host_from_dict"]
+__all__ = ["CPU_HOST", "CUDA_DISPATCH_S", "GPU_HOST", "HostCosts", "host_from_dict"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +54,10 @@ class HostCosts:
         forward_label_s: Our executor, each label of a forward step's terms (inputs
             and output: ``ab,bc->ac`` has 6), beyond ``forward_step_s``.
         backward_label_s: The same in backward.
+        dispatch_s: Our executor on an asynchronous device (a GPU), each kernel's
+            dispatch beyond the profile's ``launch_s``, in the host's side of a phase
+            (the op's call from a compiled step: its ``out=`` buffer, strides and the
+            library's choice of kernel, which a tiny addition does not pay).
         torch_forward: torch.einsum's forward call under autograd beyond its kernels:
             ascending ``(operands, seconds)`` points (empty: none).
         torch_node_s: torch autograd, each gradient contraction beyond its kernel.
@@ -68,6 +72,7 @@ class HostCosts:
     backward_kind_s: float = 0.0
     forward_label_s: float = 0.0
     backward_label_s: float = 0.0
+    dispatch_s: float = 0.0
     torch_forward: tuple[tuple[float, float], ...] = ()
     torch_node_s: float = 0.0
     torch_backward_s: float = 0.0
@@ -83,6 +88,7 @@ class HostCosts:
             "backward_kind_s": self.backward_kind_s,
             "forward_label_s": self.forward_label_s,
             "backward_label_s": self.backward_label_s,
+            "dispatch_s": self.dispatch_s,
             "torch_forward": [list(point) for point in self.torch_forward],
             "torch_node_s": self.torch_node_s,
             "torch_backward_s": self.torch_backward_s,
@@ -91,7 +97,7 @@ class HostCosts:
 
 _SECONDS = ("forward_step_s", "backward_step_s", "forward_run_s", "backward_run_s",
             "forward_kind_s", "backward_kind_s", "forward_label_s", "backward_label_s",
-            "torch_node_s", "torch_backward_s")
+            "dispatch_s", "torch_node_s", "torch_backward_s")
 
 
 def _seconds(value: Any, what: str, origin: str) -> float:
@@ -140,6 +146,16 @@ def host_from_dict(data: Any, origin: str) -> HostCosts:
     return HostCosts(**found)
 
 
+CUDA_DISPATCH_S = 1.5e-5
+"""Our executor's dispatch of a kernel on a CUDA device beyond the calibrated
+``launch_s`` (a tiny addition's): fitted, not measured, to the H200's runs of
+2026-12-02 (``benchmarks/bench_time_model.py --device cuda``, docs/method.md, the time
+model): a step's kernels there took 25 to 35 us each on the host, where a tiny
+addition takes 7 us, and the calibration's tiny chains reach neither. A CUDA
+calibration carries it (:mod:`einsum_analyze.backends.calibration`) until it measures
+it."""
+
+
 CPU_HOST = HostCosts(
     forward_step_s=1e-6, backward_step_s=4e-6, forward_run_s=2e-6, backward_run_s=4e-5,
     forward_kind_s=1.5e-6, backward_kind_s=2e-5, forward_label_s=5e-7, backward_label_s=1e-6,
@@ -151,13 +167,15 @@ magnitude, as the nominal rates are."""
 
 GPU_HOST = HostCosts(
     forward_step_s=1e-6, backward_step_s=1.5e-6, forward_run_s=1e-6, backward_run_s=5e-5,
-    forward_kind_s=3.5e-6, backward_kind_s=3.5e-5, forward_label_s=5e-7, backward_label_s=1e-6,
+    forward_kind_s=3.5e-6, backward_kind_s=3.5e-5, forward_label_s=1e-6, backward_label_s=1.5e-6,
+    dispatch_s=CUDA_DISPATCH_S,
     torch_forward=((2, 2.5e-5), (3, 1.8e-4), (4, 3.3e-4), (6, 1.45e-3), (9, 7e-4),
                    (17, 1.3e-3)),
     torch_node_s=1.2e-4, torch_backward_s=3.6e-4)
 """Nominal host costs beside a GPU: an H200's host, calibrated with torch 2.11 and CUDA
 13.0 (docs/results/gpu_2026-12-02/timemodel.log, rounded; its warm step came out below
-its kernel's own price there, so the cpu's 1 us stands in, as the cpu's cost per label
-does). A GPU's host launches and
-synchronises, so its figures are above the cpu's; each kernel's launch itself is the
-profile's ``launch_s``."""
+its kernel's own price there, so the cpu's 1 us stands in; the cost per label is that
+of a calibration there later the same day, docs/results/time_model_h200.txt), with
+``dispatch_s`` :data:`CUDA_DISPATCH_S`. A GPU's host launches and synchronises, so its
+figures are above the cpu's; each kernel's launch itself is the profile's
+``launch_s``."""

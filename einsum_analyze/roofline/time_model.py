@@ -195,8 +195,9 @@ def step_times(steps: Sequence[StepCost], profile: DeviceProfile,
     On an asynchronous device (:attr:`DeviceProfile.is_async`) each phase is bound by
     one side: its kernels, where their seconds exceed the host's, and then each step
     takes its kernels' seconds; else the host, and each step takes its host's seconds
-    (its own, the dispatch of its kernels at ``launch_s`` each, and the phase's on the
-    first). The seconds add up to :func:`predict_steps`' forward and backward.
+    (its own, the dispatch of its kernels at ``launch_s`` each, and our executor's
+    ``dispatch_s`` each on top, and the phase's on the first). The seconds add up to
+    :func:`predict_steps`' forward and backward.
 
     Raises:
         PlanningError: The profile has no rate for ``dtype``.
@@ -210,8 +211,9 @@ def step_times(steps: Sequence[StepCost], profile: DeviceProfile,
         seconds[members[0]] += phase_seconds(steps, profile, phase)
         if not profile.is_async:
             continue
-        host = [seconds[n] - kernels[n] + steps[n].launches * profile.launch_s
-                for n in members]
+        dispatch = profile.launch_s + (profile.host.dispatch_s
+                                       if steps[members[0]].runner != "torch" else 0.0)
+        host = [seconds[n] - kernels[n] + steps[n].launches * dispatch for n in members]
         if sum(kernels[n] for n in members) >= sum(host):
             for n in members:
                 seconds[n] = kernels[n]

@@ -229,3 +229,19 @@ def test_gpus_are_asynchronous_and_the_cpu_is_not():
     assert profile_from_dict({"bandwidth_bytes_per_s": 1, "flops_per_s": 1}, "x").is_async is False
     with pytest.raises(PlanningError, match="is_async must be true or false"):
         profile_from_dict({"bandwidth_bytes_per_s": 1, "flops_per_s": 1, "is_async": 1}, "x")
+
+
+def test_on_an_asynchronous_device_our_kernels_pay_their_dispatch_and_torchs_do_not():
+    gpu = replace(HOSTED, launch_s=2e-6, is_async=True)
+    dearer = replace(gpu, host=replace(HOST, dispatch_s=1e-5))
+    for strategy in ("reverse", "torch-autograd"):
+        cheap, steps = _predicted("ab,bc->ac", [(4, 4), (4, 4)], strategy, gpu)
+        paid, _ = _predicted("ab,bc->ac", [(4, 4), (4, 4)], strategy, dearer)
+        launches = sum(c.launches for c in steps)
+        extra = launches * 1e-5 if strategy == "reverse" else 0.0
+        assert paid.total_s - cheap.total_s == pytest.approx(extra, abs=1e-12)
+    # A synchronous device prices its kernels by their classes alone: no dispatch on top.
+    sync = replace(dearer, is_async=False)
+    assert _predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse", sync)[0].total_s == \
+        pytest.approx(_predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse",
+                                 replace(gpu, is_async=False))[0].total_s)
