@@ -45,6 +45,22 @@ def test_a_case_predicted_to_end_past_the_limit_is_left_out(monkeypatch):
     assert limit.line() == "left out at --max-seconds 7: 2 cases (c, d)"
 
 
+def test_the_first_case_predicts_a_third_of_its_time(monkeypatch):
+    # The first case carries the process's one-time work (the device's context, its
+    # calibration): 9 s of it predicts 3 s for the next case, not 9.
+    module = common()
+    clock = Clock()
+    monkeypatch.setattr(module.time, "perf_counter", clock)
+    limit = module.TimeLimit(14.0)
+    ran = []
+    for case, took in zip(limit.cases([{"name": n} for n in "abcd"]), (9.0, 2.0, 2.0, 2.0),
+                          strict=False):
+        ran.append(case["name"])
+        clock.now += took
+    # a at 0; b at 9 (9 + 3 <= 14); c at 11 (11 + 3 <= 14); d at 13 (13 + 3 > 14)
+    assert ran == ["a", "b", "c"] and limit.left_out == ["d"]
+
+
 def test_without_a_limit_every_case_runs(monkeypatch):
     module = common()
     clock = Clock()
