@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -17,6 +18,57 @@ CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter,
 """``--clock`` of the drop-in and model benchmarks: wall time, or the process's CPU time
 (all its threads), which on a shared CPU leaves out the time other processes hold the
 cores."""
+
+
+def fence(device: str) -> None:
+    """Wait for the device's queued work (a no-op off CUDA)."""
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def block_seconds(step: Callable[[], Any], device: str, calls: int,
+                  clock: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds per call of ``calls`` calls of ``step``, fenced at both ends."""
+    fence(device)
+    start = clock()
+    for _ in range(calls):
+        step()
+    fence(device)
+    return max(clock() - start, 1e-9) / calls
+
+
+def interleaved_medians(steps: dict[str, Callable[[], Any]], device: str, repeats: int,
+                        warmup: int, min_block_s: float,
+                        clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """Median seconds per call of each step, their blocks interleaved run by run.
+
+    Each step's calls per block grow until a block lasts ``min_block_s`` (this doubles
+    as the warm-up, after ``warmup`` plain calls); every step then runs blocks of the
+    largest of those counts, so that the fence weighs alike on each. Each step's fastest
+    block comes too, as ``"NAME min"``: on a shared machine, the block the others
+    disturbed least.
+    """
+    calls: dict[str, int] = {}
+    for name, step in steps.items():
+        for _ in range(warmup):
+            step()
+        count = 1
+        while (block_seconds(step, device, count, clock) * count < min_block_s
+               and count < 10_000):
+            count *= 10
+        calls[name] = count
+    # One block size for every run: a block of fewer calls carries more of the fence.
+    calls = dict.fromkeys(calls, max(calls.values()))
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    names = list(steps)
+    for repeat in range(repeats):
+        shift = repeat % len(names)  # each run goes first as often as the others
+        for name in names[shift:] + names[:shift]:
+            times[name].append(block_seconds(steps[name], device, calls[name], clock))
+    return {name: statistics.median(values) for name, values in times.items()} | {
+        f"{name} min": min(values) for name, values in times.items()}
 
 
 def add_case_options(parser: argparse.ArgumentParser) -> None:
@@ -34,13 +86,14 @@ def add_case_options(parser: argparse.ArgumentParser) -> None:
 
 def add_time_limit(parser: argparse.ArgumentParser) -> None:
     """``--max-seconds``: the benchmark starts no case it predicts to end past it."""
-    parser.add_argument("--max-seconds", type=_seconds, default=None,
+    parser.add_argument("--max-seconds", type=positive_seconds, default=None,
                         help="start no case predicted to end past this many seconds of the "
                              "run (the longest case so far is the prediction); the output "
                              "names the cases left out (default: no limit)")
 
 
-def _seconds(text: str) -> float:
+def positive_seconds(text: str) -> float:
+    """An argparse type: seconds above 0 and finite, else a one-line usage error."""
     try:
         value = float(text)
     except ValueError:

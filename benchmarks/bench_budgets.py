@@ -13,7 +13,8 @@ backward what it would otherwise keep. For each case of ``benchmarks/cases.json`
   (``einsum_analyze.torch.einsum``, ``strategy="auto"``) with ``budget=P``, and the
   drop-in without a budget.
 
-Each run: the median seconds of forward + backward, and the measured peak, counted as the
+Each run: the median seconds of forward + backward (blocks of calls interleaved run by run,
+as bench_dropin.py times them), and the measured peak, counted as the
 drop-in's budget counts it: the inputs, everything the step allocates (the forward's
 output held through backward, the upstream gradient made between the two phases, the
 gradients). On CUDA the allocator's ``max_memory_allocated``; on the cpu the allocator's
@@ -31,9 +32,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,25 +61,18 @@ class Step:
         return torch.autograd.grad(y, self.operands, made)
 
 
-def fence(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def peak_bytes(step: Step, device: str) -> int:
     """The step's peak, its inputs counted (not the upstream template it clones)."""
     import torch
 
     inputs = sum(t.numel() * t.element_size() for t in step.operands)
     if device.startswith("cuda"):
-        fence(device)
+        _common.fence(device)
         torch.cuda.empty_cache()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         kept = step()
-        fence(device)
+        _common.fence(device)
         peak = torch.cuda.max_memory_allocated() - base
         del kept
         return int(peak + inputs)
@@ -88,35 +80,6 @@ def peak_bytes(step: Step, device: str) -> int:
 
     peak, _ = allocator_peak_cpu(step)
     return int(peak + inputs)
-
-
-def block_seconds(step: Step, device: str, calls: int) -> float:
-    fence(device)
-    start = time.perf_counter()
-    for _ in range(calls):
-        step()
-    fence(device)
-    return (time.perf_counter() - start) / calls
-
-
-def seconds(steps: dict[str, Step], device: str, repeats: int,
-            min_block_s: float = 2e-3) -> dict[str, float]:
-    """Median seconds per call of each step, in blocks of calls interleaved run by run.
-
-    A block holds as many calls as the quickest step needs to last ``min_block_s``, so
-    that the fence at its ends weighs alike on every step.
-    """
-    calls = 1
-    quickest = min(steps.values(), key=lambda step: block_seconds(step, device, 1))
-    while block_seconds(quickest, device, calls) * calls < min_block_s and calls < 1000:
-        calls *= 4
-    samples: dict[str, list[float]] = {name: [] for name in steps}
-    names = list(steps)
-    for repeat in range(repeats):
-        shift = repeat % len(names)
-        for name in names[shift:] + names[:shift]:
-            samples[name].append(block_seconds(steps[name], device, calls))
-    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def compiled(equation: str, budget: float) -> Callable[..., Any]:
@@ -182,10 +145,8 @@ def run_case(case: dict[str, Any], args: argparse.Namespace, device: str) -> dic
         steps[name] = step
         plans[name] = dropin.cache_info().choices[-1].runs
         peaks[name] = peak_bytes(step, device)
-    for step in steps.values():
-        for _ in range(args.warmup):
-            step()
-    times = seconds(steps, device, args.repeats)
+    times = _common.interleaved_medians(steps, device, args.repeats, args.warmup,
+                                        args.min_block_seconds)
     for name in steps:
         row["runs"][name] = {"time_s": times[name], "peak_bytes": peaks[name]}
     for name, plan in plans.items():
@@ -234,6 +195,8 @@ def table(rows: list[dict[str, Any]]) -> list[list[str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     _common.add_case_options(parser)
+    parser.add_argument("--min-block-seconds", type=_common.positive_seconds, default=2e-3,
+                        help="calls per timed block grow until a block lasts this long")
     parser.add_argument("--models", action="store_true",
                         help="the model einsums too (benchmarks/model_einsums.json)")
     args = parser.parse_args()

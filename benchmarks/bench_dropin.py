@@ -51,7 +51,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -59,7 +58,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import CLOCKS, _seconds, environment, scaled  # noqa: E402
+from _common import (  # noqa: E402
+    CLOCKS,
+    environment,
+    fence,
+    interleaved_medians,
+    positive_seconds,
+    scaled,
+)
 
 HERE = Path(__file__).parent
 RUNS = ("torch", "torch-again", "torch-compiled", "oe-expr", "ours", "ours-compiled",
@@ -70,54 +76,7 @@ per case) only where asked for, so that the GPU suite's step covers the cases it
 within its limit."""
 
 
-def fence(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 CLOCK = CLOCKS["wall"]
-
-
-def block_seconds(step: Callable[[], Any], device: str, calls: int) -> float:
-    """Seconds per call of ``calls`` calls of ``step``, fenced at both ends."""
-    fence(device)
-    start = CLOCK()
-    for _ in range(calls):
-        step()
-    fence(device)
-    return max(CLOCK() - start, 1e-9) / calls
-
-
-def interleaved_medians(steps: dict[str, Callable[[], Any]], device: str, repeats: int,
-                        warmup: int, min_block_s: float) -> dict[str, float]:
-    """Median seconds per call of each step, their blocks interleaved run by run.
-
-    Each step's calls per block grow until a block lasts ``min_block_s`` (this doubles
-    as the warm-up, after ``warmup`` plain calls); every step then runs blocks of the
-    largest of those counts, so that the fence weighs alike on each. Each step's fastest
-    block comes too, as ``"NAME min"``: on a shared machine, the block the others
-    disturbed least.
-    """
-    calls: dict[str, int] = {}
-    for name, step in steps.items():
-        for _ in range(warmup):
-            step()
-        count = 1
-        while block_seconds(step, device, count) * count < min_block_s and count < 10_000:
-            count *= 10
-        calls[name] = count
-    # One block size for every run: a block of fewer calls carries more of the fence.
-    calls = dict.fromkeys(calls, max(calls.values()))
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    names = list(steps)
-    for repeat in range(repeats):
-        shift = repeat % len(names)  # each run goes first as often as the others
-        for name in names[shift:] + names[:shift]:
-            times[name].append(block_seconds(steps[name], device, calls[name]))
-    return {name: statistics.median(values) for name, values in times.items()} | {
-        f"{name} min": min(values) for name, values in times.items()}
 
 
 def peak_bytes(step: Callable[[], Any], device: str) -> int:
@@ -241,7 +200,7 @@ def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Names
                   if c.equation == case["equation"]
                   and c.shapes == tuple(tuple(s) for s in shapes))
     seconds = interleaved_medians(ready, device, args.repeats, args.warmup,
-                                  args.min_block_seconds)
+                                  args.min_block_seconds, clock=CLOCK)
     graphs = next(c for c in reversed(cache_info().choices)
                   if c.equation == case["equation"]
                   and c.shapes == tuple(tuple(s) for s in shapes)).graphs
@@ -507,7 +466,7 @@ def main() -> int:
                         f"{', '.join(RUNS)} (default: all but ours-graphs and "
                         "torch-reduce-overhead); ours is always run, for its choice")
     parser.add_argument("--overhead-iterations", type=int, default=2000)
-    parser.add_argument("--max-seconds", type=_seconds, default=240.0,
+    parser.add_argument("--max-seconds", type=positive_seconds, default=240.0,
                         help="start no compile after this many seconds (keeps the run short)")
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args()

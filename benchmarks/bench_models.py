@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import CLOCKS, environment  # noqa: E402
+from _common import CLOCKS, environment, fence  # noqa: E402
 
 SIZES: dict[str, dict[str, int]] = {
     "full": {"width": 512, "layers": 4, "heads": 8, "batch": 8, "length": 256,
@@ -93,13 +93,6 @@ MODELS: dict[str, Callable[[dict[str, int]], Any]] = {
 
 
 CLOCK = CLOCKS["wall"]
-
-
-def fence(device: str) -> None:
-    import torch
-
-    if device == "cuda":
-        torch.cuda.synchronize()
 
 
 def training_step(model: Any, ids: Any, labels: Any) -> Callable[[], Any]:

@@ -31,26 +31,31 @@ class Clock:
         return self.now
 
 
-def test_a_case_predicted_to_end_past_the_limit_is_left_out(monkeypatch):
+@pytest.fixture
+def timed(monkeypatch):
+    """benchmarks/_common.py with its clock a :class:`Clock` the test moves on."""
     module = common()
     clock = Clock()
     monkeypatch.setattr(module.time, "perf_counter", clock)
+    return module, clock
+
+
+def test_a_case_predicted_to_end_past_the_limit_is_left_out(timed):
+    module, clock = timed
     limit = module.TimeLimit(7.0)
     ran = []
     for case in limit.cases([{"name": n} for n in "abcd"]):
         ran.append(case["name"])
-        clock.now += 3.0  # each case takes 3 s: a at 0, b at 3 (3 + 3 <= 7), c at 6 is not
+        clock.now += 3.0  # 3 s each: a at 0, b at 3 (3 + 1 <= 7), c at 6 (6 + 3 > 7)
     assert ran == ["a", "b"]
     assert limit.left_out == ["c", "d"]
     assert limit.line() == "left out at --max-seconds 7: 2 cases (c, d)"
 
 
-def test_the_first_case_predicts_a_third_of_its_time(monkeypatch):
+def test_the_first_case_predicts_a_third_of_its_time(timed):
     # The first case carries the process's one-time work (the device's context, its
     # calibration): 9 s of it predicts 3 s for the next case, not 9.
-    module = common()
-    clock = Clock()
-    monkeypatch.setattr(module.time, "perf_counter", clock)
+    module, clock = timed
     limit = module.TimeLimit(14.0)
     ran = []
     for case, took in zip(limit.cases([{"name": n} for n in "abcd"]), (9.0, 2.0, 2.0, 2.0),
@@ -61,10 +66,8 @@ def test_the_first_case_predicts_a_third_of_its_time(monkeypatch):
     assert ran == ["a", "b", "c"] and limit.left_out == ["d"]
 
 
-def test_without_a_limit_every_case_runs(monkeypatch):
-    module = common()
-    clock = Clock()
-    monkeypatch.setattr(module.time, "perf_counter", clock)
+def test_without_a_limit_every_case_runs(timed):
+    module, clock = timed
     limit = module.TimeLimit(None)
     for _ in limit.cases([{"name": n} for n in "abc"]):
         clock.now += 1e6
