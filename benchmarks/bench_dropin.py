@@ -199,6 +199,7 @@ def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Names
     choice = next(c for c in reversed(cache_info().choices)
                   if c.equation == case["equation"]
                   and c.shapes == tuple(tuple(s) for s in shapes))
+    auto = auto_graphs(case["equation"], operands, upstream) if "ours-graphs" in ready else ""
     seconds = interleaved_medians(ready, device, args.repeats, args.warmup,
                                   args.min_block_seconds, clock=CLOCK)
     graphs = next(c for c in reversed(cache_info().choices)
@@ -214,8 +215,43 @@ def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Names
                          "peak_bytes_without_inputs": peak_bytes(step, device)}
     return {"name": case["name"], "set": case["set"], "equation": case["equation"],
             "shapes": shapes, "runs": results,
-            "choice": {"runs": choice.runs, "reason": choice.reason, "graphs": graphs},
+            "choice": {"runs": choice.runs, "reason": choice.reason, "graphs": graphs,
+                       "auto_graphs": auto},
             "targets": targets(results)}
+
+
+def auto_graphs(equation: str, operands: Sequence[Any], upstream: Any) -> str:
+    """``cuda_graphs="auto"``'s decision for this call: its ``cache_info()`` graphs line.
+
+    The drop-in called with ``"auto"`` until the entry has decided (its deciding call
+    measures the graphs against the eager call, or the prediction rules them out), before
+    the runs are timed; ``ours-graphs`` (``cuda_graphs=True``) then replays the same
+    entry's graphs, whatever auto decided.
+    """
+    import torch
+
+    from einsum_analyze.torch import cache_info, einsum
+    from einsum_analyze.training.graphs import AUTO_CAPTURE_CALLS
+
+    for _ in range(AUTO_CAPTURE_CALLS):
+        torch.autograd.grad(einsum(equation, *operands, cuda_graphs="auto"), operands,
+                            upstream)
+    return next(c for c in reversed(cache_info().choices) if c.equation == equation
+                and c.shapes == tuple(tuple(t.shape) for t in operands)).graphs
+
+
+def auto_verdict(result: dict[str, Any]) -> str:
+    """Whether ``"auto"`` chose right on one case: graphs where ``ours-graphs`` measured
+    faster than ``ours`` (the eager call, torch.einsum's where the plan runs it)."""
+    line = result["choice"].get("auto_graphs") or ""
+    runs = result["runs"]
+    if not line or "seconds" not in runs["ours-graphs"] or "seconds" not in runs["ours"]:
+        return ""
+    engaged = line.startswith("replays")
+    faster = runs["ours-graphs"]["seconds"] < runs["ours"]["seconds"]
+    ratio = runs["ours-graphs"]["seconds"] / runs["ours"]["seconds"]
+    return (f"{'right' if engaged == faster else 'WRONG'}: auto "
+            f"{'replays' if engaged else 'stays eager'}, ours-graphs/ours {ratio:.2f}")
 
 
 TIME_RATIO = 1.03
@@ -439,7 +475,15 @@ def table(results: list[dict]) -> tuple[list[str], list[str]]:
         f"  {r['name']}: {r['choice']['reason']}" for r in results]
     reasons += ["CUDA graphs (ours-graphs), per cache_info():"] + [
         f"  {r['name']}: {r['choice'].get('graphs') or '-'}" for r in results]
-    return lines + [""] + peak_lines + [""] + reasons, summary
+    verdicts = [(r["name"], auto_verdict(r)) for r in results if auto_verdict(r)]
+    if verdicts:
+        reasons += ["cuda_graphs='auto' against the measured runs:"] + [
+            f"  {name}: {verdict}" for name, verdict in verdicts]
+        right = sum(verdict.startswith("right") for _, verdict in verdicts)
+        summary_auto = [f"cuda_graphs='auto': right on {right} of {len(verdicts)} cases"]
+    else:
+        summary_auto = []
+    return lines + [""] + peak_lines + [""] + reasons, summary + summary_auto
 
 
 def main() -> int:
