@@ -233,10 +233,8 @@ def main() -> int:
                      [n for n in ("reverse", "checkpoint", "sliced") if n in strategy_names()])
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     scale = args.scale or (1 if device.startswith("cuda") else 8)
-    cases = json.loads((HERE / "cases.json").read_text())["cases"]
-    if args.cases:
-        wanted = set(args.cases.split(","))
-        cases = [c for c in cases if c["name"] in wanted]
+    cases = _common.select_cases(json.loads((HERE / "cases.json").read_text())["cases"],
+                                 args.cases)
     env = environment(device)
     env["strategies"] = list(STRATEGIES)
     print(json.dumps(env))
