@@ -42,16 +42,16 @@ def block_seconds(step: Callable[[], Any], device: str, calls: int,
     return max(clock() - start, 1e-9) / calls
 
 
-def interleaved_medians(steps: dict[str, Callable[[], Any]], device: str, repeats: int,
-                        warmup: int, min_block_s: float,
-                        clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """Median seconds per call of each step, their blocks interleaved run by run.
+def interleaved_times(steps: dict[str, Callable[[], Any]], device: str, repeats: int,
+                      warmup: int, min_block_s: float,
+                      clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+    """Seconds per call of each step in each of ``repeats`` rounds, blocks interleaved.
 
     Each step's calls per block grow until a block lasts ``min_block_s`` (this doubles
     as the warm-up, after ``warmup`` plain calls); every step then runs blocks of the
-    largest of those counts, so that the fence weighs alike on each. Each step's fastest
-    block comes too, as ``"NAME min"``: on a shared machine, the block the others
-    disturbed least.
+    largest of those counts, so that the fence weighs alike on each. Round ``k`` runs one
+    block of every step, each step going first as often as the others: the ``k``-th
+    figures of two steps were taken moments apart, so their ratio is paired.
     """
     calls: dict[str, int] = {}
     for name, step in steps.items():
@@ -70,8 +70,27 @@ def interleaved_medians(steps: dict[str, Callable[[], Any]], device: str, repeat
         shift = repeat % len(names)  # each run goes first as often as the others
         for name in names[shift:] + names[:shift]:
             times[name].append(block_seconds(steps[name], device, calls[name], clock))
+    return times
+
+
+def interleaved_medians(steps: dict[str, Callable[[], Any]], device: str, repeats: int,
+                        warmup: int, min_block_s: float,
+                        clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """Median seconds per call of each step (:func:`interleaved_times`), and as
+    ``"NAME min"`` its fastest block: on a shared machine, the block the others
+    disturbed least."""
+    times = interleaved_times(steps, device, repeats, warmup, min_block_s, clock)
     return {name: statistics.median(values) for name, values in times.items()} | {
         f"{name} min": min(values) for name, values in times.items()}
+
+
+def paired_ratio(numerator: list[float], denominator: list[float]) -> float:
+    """The median of the per-round ratios of two steps' :func:`interleaved_times`.
+
+    On a shared machine the load drifts between rounds; two blocks of one round saw
+    nearly the same load, so their ratio varies less than the ratio of two medians.
+    """
+    return statistics.median(a / b for a, b in zip(numerator, denominator, strict=True))
 
 
 def add_case_options(parser: argparse.ArgumentParser) -> None:

@@ -56,7 +56,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from einsum_analyze import analyze, execute  # noqa: E402
 from einsum_analyze.model.equation import parse_equation  # noqa: E402
-from einsum_analyze.search import floor_bytes  # noqa: E402
+from einsum_analyze.search import OBJECTIVES, floor_bytes  # noqa: E402
 from einsum_analyze.strategies import strategy_names  # noqa: E402
 
 STRATEGIES: list[str] = []
@@ -201,6 +201,49 @@ def _with_inputs(run: dict[str, Any], model_peak: int, input_bytes: int) -> int 
     return int(measured)
 
 
+AT_B_TIME = 1.5
+"""The most a plan at the midpoint budget may take, over the no-budget recommendation."""
+ABOVE = 2**20
+"""Cases whose eager peak is above this are held to the recommendation's peak target."""
+
+
+def target_lines(results: list[dict[str, Any]]) -> list[str]:
+    """The issue's targets, one line each, naming the cases that miss.
+
+    At B: a plan fits wherever one is predicted to, measures within B, and takes at most
+    :data:`AT_B_TIME` times the no-budget recommendation's time. With no budget, the
+    recommendation's measured peak is at most the lower of eager and compiled
+    torch.einsum's, on every case whose eager peak is above :data:`ABOVE`.
+    """
+    fits, slow, peak, checked, held = [], [], [], 0, 0
+    for row in results:
+        at_b, rec = row.get("recommended_at_B"), row["recommended"]
+        if at_b is not None and at_b.get("peak_bytes") is not None:
+            checked += 1
+            if not (at_b.get("fits") and at_b.get("measured_within_budget")):
+                fits.append(row["case"])
+            elif rec.get("time_s") and at_b.get("time_s", 0) > AT_B_TIME * rec["time_s"]:
+                slow.append(f"{row['case']} too slow ({at_b['time_s'] / rec['time_s']:.2f}x)")
+        eager_peak = row["eager"].get("peak_bytes")
+        if eager_peak and eager_peak > ABOVE and rec.get("peak_bytes") is not None:
+            held += 1
+            lowest = min(p for p in (eager_peak, row["compiled"].get("peak_bytes")) if p)
+            if rec["peak_bytes"] > lowest:
+                peak.append(f"{row['case']} ({rec['peak_bytes'] / lowest:.3f}x)")
+    def verdict(count: int, missed: list[str]) -> str:
+        if not count:
+            return "not measured (no measured peaks)"
+        return f"{count - len(missed)} of {count} met" + (
+            "; MISSED: " + ", ".join(missed) if missed else "")
+
+    return [
+        f"target at B (fits, measured <= B, <= {AT_B_TIME}x the recommendation's time): "
+        + verdict(checked, [f"{c} (does not fit)" for c in fits] + slow),
+        "target without a budget (peak <= the lower of eager's and compiled's, above 1 MiB): "
+        + verdict(held, peak),
+    ]
+
+
 def ratio(value: float | None, reference: float | None) -> str:
     if value is None or not reference:
         return "-"
@@ -218,7 +261,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--scale", type=int, default=None,
                         help="divide large dimensions (default 1 on cuda, 8 on cpu)")
-    parser.add_argument("--objective", default="flops", choices=["flops", "memory", "balanced"])
+    parser.add_argument("--objective", default="time", choices=tuple(OBJECTIVES),
+                        help="the search's objective (default: time, the tool's own)")
     parser.add_argument("--cases", default=None, help="comma list of case names")
     parser.add_argument("--strategies", default=None,
                         help="strategies to model and search "
@@ -309,6 +353,8 @@ def main() -> int:
                for key, values in times.items() if values}
     print("geometric mean time over eager: "
           + ", ".join(f"{k} {v:.3f}x" for k, v in summary.items()))
+    for line in target_lines(results):
+        print(line)
     limit.report()
     if args.json:
         Path(args.json).write_text(json.dumps(

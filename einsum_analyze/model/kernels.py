@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from itertools import filterfalse
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 from .schedule import InputPrep, Kernel
@@ -273,38 +272,40 @@ def _lower_contraction(
         )
 
     # Take the batch and contracted orders from one input or the other, whichever
-    # leaves less to copy (the larger input on a tie).
+    # leaves less to copy (the larger input on a tie). Written out rather than as a
+    # loop over the two choices: this runs for every kernel chosen.
     a_size, b_size = _elements(a_order, sizes), _elements(b_order, sizes)
-    choices: list[tuple[int, tuple[str, ...], tuple[str, ...], tuple[str, ...],
-                        tuple[str, ...]]] = []
     batch_set = roles.batch
-    for reference in ((a_order, b_order) if a_size >= b_size else (b_order, a_order)):
-        if choices and choices[0][0] == 0:
-            break  # the first choice copies nothing: it stands
-        batch = _within(reference, batch_set)
-        contracted = _within(reference, contracted_set)
-        if choices and batch == choices[0][1] and contracted == choices[0][2]:
-            break  # the same orders again: the first choice stands
-        a_copy: tuple[str, ...] = ()
-        if not (a_dense and _blocks(a_order, batch, contracted, left)):
-            a_copy = batch + left + contracted
-        b_copy: tuple[str, ...] = ()
-        if not (b_dense and _blocks(b_order, batch, contracted, right)):
-            b_copy = batch + contracted + right
-        copied = (a_size if a_copy else 0) + (b_size if b_copy else 0)
-        choices.append((copied, batch, contracted, a_copy, b_copy))
-    # The first of the cheapest.
-    _, batch, contracted, a_copy, b_copy = min(choices, key=_COPIED)
+    reference, second = (a_order, b_order) if a_size >= b_size else (b_order, a_order)
+    batch = _within(reference, batch_set)
+    contracted = _within(reference, contracted_set)
+    a_copy: tuple[str, ...] = ()
+    if not (a_dense and _blocks(a_order, batch, contracted, left)):
+        a_copy = batch + left + contracted
+    b_copy: tuple[str, ...] = ()
+    if not (b_dense and _blocks(b_order, batch, contracted, right)):
+        b_copy = batch + contracted + right
+    if a_copy or b_copy:  # the first choice copies: try the other input's orders
+        other_batch = _within(second, batch_set)
+        other_contracted = _within(second, contracted_set)
+        if other_batch != batch or other_contracted != contracted:
+            other_a: tuple[str, ...] = ()
+            if not (a_dense and _blocks(a_order, other_batch, other_contracted, left)):
+                other_a = other_batch + left + other_contracted
+            other_b: tuple[str, ...] = ()
+            if not (b_dense and _blocks(b_order, other_batch, other_contracted, right)):
+                other_b = other_batch + other_contracted + right
+            # The first of the cheapest.
+            if ((a_size if other_a else 0) + (b_size if other_b else 0)
+                    < (a_size if a_copy else 0) + (b_size if b_copy else 0)):
+                batch, contracted, a_copy, b_copy = (other_batch, other_contracted,
+                                                     other_a, other_b)
     return _bmm_kernel(
-        InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
-        InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
+        InputPrep(a_reduce, a_keep, a_copy, a_copy or a_order),
+        InputPrep(b_reduce, b_keep, b_copy, b_copy or b_order),
         batch=batch, left=left, contracted=contracted, right=right,
         out_order=batch + left + right, workspace=workspace, sizes=sizes,
     )
-
-
-_COPIED = itemgetter(0)
-"""A choice's copied elements: ``min`` by it keeps the first of the cheapest."""
 
 
 def _bmm_kernel(
@@ -405,8 +406,8 @@ def _bmm_to(
     sizes: Mapping[str, int],
 ) -> Kernel | None:
     """The bmm writing ``target`` (None: its groups cannot be split so)."""
-    a_order, a_dense, a_reduce, a_keep, _ = a_prep
-    b_order, b_dense, b_reduce, b_keep, _ = b_prep
+    a_order, _, a_reduce, a_keep, _ = a_prep
+    b_order, _, b_reduce, b_keep, _ = b_prep
     batch_set, left_set, right_set = groups
     nb = len(batch_set)
     batch, rest = target[:nb], target[nb:]
@@ -418,30 +419,41 @@ def _bmm_to(
         right, left = rest[:len(right_set)], rest[len(right_set):]
     else:
         return None
-    choices: list[tuple[int, tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = []
-    for reference in (a_order, b_order):
-        if choices and choices[0][0] == 0:
-            break  # the first choice copies nothing: it stands
-        contracted = _within(reference, contracted_set)
-        if choices and contracted == choices[0][1]:
-            break  # the same order again: the first choice stands
-        a_copy: tuple[str, ...] = ()
-        if not (a_dense and a_order in (batch + left + contracted, batch + contracted + left)):
-            a_copy = batch + left + contracted
-        b_copy: tuple[str, ...] = ()
-        if not (b_dense and b_order in (batch + contracted + right, batch + right + contracted)):
-            b_copy = batch + contracted + right
-        copied = ((_elements(a_copy, sizes) if a_copy else 0)
-                  + (_elements(b_copy, sizes) if b_copy else 0))
-        choices.append((copied, contracted, a_copy, b_copy))
-    # The first of the cheapest.
-    _, contracted, a_copy, b_copy = min(choices, key=_COPIED)
+    # The contracted order from one input or the other, whichever copies less (the
+    # first on a tie), written out as in _lower_contraction.
+    contracted = _within(a_order, contracted_set)
+    a_copy, b_copy, copied = _copies_to(a_prep, b_prep, batch, left, contracted, right, sizes)
+    if copied:  # the first choice copies: try the second input's order
+        other = _within(b_order, contracted_set)
+        if other != contracted:
+            other_a, other_b, other_copied = _copies_to(a_prep, b_prep, batch, left, other,
+                                                        right, sizes)
+            if other_copied < copied:
+                contracted, a_copy, b_copy = other, other_a, other_b
     return _bmm_kernel(
-        InputPrep(reduce=a_reduce, keep=a_keep, copy=a_copy, order=a_copy or a_order),
-        InputPrep(reduce=b_reduce, keep=b_keep, copy=b_copy, order=b_copy or b_order),
+        InputPrep(a_reduce, a_keep, a_copy, a_copy or a_order),
+        InputPrep(b_reduce, b_keep, b_copy, b_copy or b_order),
         batch=batch, left=left, contracted=contracted, right=right,
         out_order=target, workspace=workspace, sizes=sizes,
     )
+
+
+def _copies_to(
+    a_prep: _Prepared, b_prep: _Prepared, batch: tuple[str, ...], left: tuple[str, ...],
+    contracted: tuple[str, ...], right: tuple[str, ...], sizes: Mapping[str, int],
+) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    """Each input's copy for a bmm of these groups (empty: read as it lies), and their elements."""
+    a_order, b_order = a_prep[0], b_prep[0]
+    a_copy: tuple[str, ...] = ()
+    copied = 0
+    if not (a_prep[1] and a_order in (batch + left + contracted, batch + contracted + left)):
+        a_copy = batch + left + contracted
+        copied = _elements(a_copy, sizes)
+    b_copy: tuple[str, ...] = ()
+    if not (b_prep[1] and b_order in (batch + contracted + right, batch + right + contracted)):
+        b_copy = batch + contracted + right
+        copied += _elements(b_copy, sizes)
+    return a_copy, b_copy, copied
 
 
 def _with_upcasts(kernel: Kernel, layouts: Sequence[Layout], sizes: Mapping[str, int]) -> Kernel:

@@ -26,15 +26,15 @@ every call's data its own:
 - **Streams.** Replays run on the current stream; a call on another stream than the
   last replay's waits for that stream's work first.
 
-Where the graphs pay (``"auto"``): :func:`predict_graphs` prices a replay with the time
-model (:mod:`einsum_analyze.roofline`) on the call's device profile: every kernel's
-work, a replay's per-node cost instead of an eager launch and the host's Python, plus
-the copies in and out; it is compared with what the call runs otherwise (our plan's
-eager events, or torch.einsum).
-Its memory: the static copies plus the pool, whose bytes in use at the capture's peak
-are predicted by replaying the plan's events as the captures run them
-(:func:`pool_bytes`); the pool's reserved bytes are measured from the allocator after
-the capture.
+Where the graphs pay (``"auto"``): :func:`.graph_model.predict_graphs` prices a replay
+with the time model against what the call runs otherwise (our plan's eager events, or
+torch.einsum). Where the prediction leaves the graphs a chance
+(:attr:`.graph_model.GraphPrediction.plausible`), the entry's deciding call captures them
+and measures both sides on the device, interleaved (:meth:`GraphSlot.run_trial`): the
+graphs engage where they measured at most :data:`.choice.TIME_MARGIN` of the other
+side's time. Their memory: the static copies plus the pool
+(:func:`.graph_model.pool_bytes`); the pool's reserved bytes are measured from the
+allocator after the capture.
 
 Calls go down only: :mod:`.plans` makes slots, :mod:`.node` runs them; this module
 imports neither. It imports torch.
@@ -43,25 +43,21 @@ imports neither. It imports torch.
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 import weakref
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import torch
 
-from ..analysis import analyze
 from ..errors import DropinValueError, EinsumAnalyzeError
-from ..model.equation import parse_equation
-from ..model.memory import simulate_memory
-from ..model.types import DTYPE_ITEMSIZE
-from ..model.units import format_exact_bytes, format_seconds
-from ..roofline import HostCosts, kernel_seconds, predict_time, step_costs
-from .choice import NO_BUDGET, TIME_MARGIN, call_profile, node_s
+from ..model.units import format_exact_bytes
+from .graph_model import GraphPrediction, GraphTrial, pool_bytes, predict_graphs
 
-__all__ = ["AUTO_CAPTURE_CALLS", "CUDA_GRAPHS_CHOICES", "GRAPH_NODE_S", "MAX_INSTANCES",
-           "REPLAY_S", "CudaGraphs", "GraphInstance", "GraphPrediction", "GraphSlot",
-           "check_cuda_graphs", "pool_bytes", "predict_graphs"]
+__all__ = ["AUTO_CAPTURE_CALLS", "CUDA_GRAPHS_CHOICES", "MAX_INSTANCES", "TRIAL_CALLS",
+           "TRIAL_ROUNDS", "CudaGraphs", "GraphInstance", "GraphSlot", "check_cuda_graphs",
+           "pool_bytes", "predict_graphs"]
 
 CudaGraphs = bool | Literal["auto"]
 """The ``cuda_graphs`` option: True (replay wherever a plan of ours can), False (never),
@@ -69,19 +65,16 @@ CudaGraphs = bool | Literal["auto"]
 
 CUDA_GRAPHS_CHOICES: tuple[CudaGraphs, ...] = (False, True, "auto")
 
-ROUNDING = 512
-"""Bytes the CUDA caching allocator rounds every block up to."""
-
-GRAPH_NODE_S = 1.5e-6
-"""Nominal seconds each kernel node of a replayed graph costs besides its work (an
-eager launch costs the profile's ``launch_s``)."""
-
-REPLAY_S = 8e-6
-"""Nominal host seconds of one graph replay and its copies' calls, per pass."""
-
 AUTO_CAPTURE_CALLS = 3
 """Under ``"auto"`` a slot captures at its entry's third call: shapes called once or
 twice never pay a capture."""
+
+TRIAL_CALLS = 3
+"""Under ``"auto"``, forward + backward calls in each timed block of the trial."""
+
+TRIAL_ROUNDS = 3
+"""Under ``"auto"``, timed blocks on each side, interleaved; the fastest of each side
+is compared (the block a shared host disturbed least)."""
 
 MAX_INSTANCES = 8
 """Graph sets one cache entry may capture: one per call whose backward has not run yet
@@ -113,158 +106,6 @@ def check_cuda_graphs(value: Any) -> None:
         return
     raise DropinValueError(f"einsum(): cuda_graphs={value!r:.40} is not a choice; use True, "
                            "False or 'auto'")
-
-
-def _rounded(nbytes: int) -> int:
-    return -(-nbytes // ROUNDING) * ROUNDING if nbytes else 0
-
-
-def pool_bytes(plan: Any) -> int:
-    """Bytes in use in the graphs' pool at the captures' peak, as the allocator counts them.
-
-    The plan's events replayed as the two captures run them: the operands and the
-    upstream gradient are the slot's static copies (allocated before, outside the
-    pool), and the tensors forward keeps for backward stay allocated through the
-    backward capture (the slot holds them: the next replay writes them again), as do
-    the result and the gradients. Every block rounded up to 512 bytes.
-
-    Example:
-        A plan keeping one 60-byte intermediate, with a 72-byte result and gradients of
-        48, 80 and 120 bytes, holds them all at the end of the backward capture.
-    """
-    kept = set(plan.new_saved)
-    outside: set[str] = set()  # the static upstream, and views over its storage
-    events = []
-    for event in plan.result.events:
-        if event.kind == "free" and event.tensor in kept:
-            continue
-        consumed = [name for name, _ in event.consumes]
-        if any(name in kept for name in consumed):
-            kept.add(event.tensor)  # a view over a kept tensor's storage: held as well
-        if event.kind == "alloc" and (event.op == "seed"
-                                      or any(name in outside for name in consumed)):
-            event = event._replace(elements=0)  # outside the pool
-            outside.add(event.tensor)
-        events.append(event)
-    profile = simulate_memory(events, input_elements=0, output_elements=0,
-                              itemsize=plan.result.memory.itemsize,
-                              granularity=ROUNDING, cpu=False)
-    return int(profile.peak_bytes)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GraphPrediction:
-    """What replaying a plan as CUDA graphs is predicted to cost, against not doing so.
-
-    Attributes:
-        graph_s: Forward + backward seconds of a graphed call (kernels, replay nodes,
-            the copies in and out, the replays' host cost).
-        other_s: Seconds of what the call runs otherwise (``other``).
-        other: ``"the plan's eager events"`` or ``"torch.einsum"``.
-        static_bytes: The slot's copies of the operands and the upstream gradient.
-        pool_bytes: The pool's bytes in use at the captures' peak (:func:`pool_bytes`).
-        peak_bytes: A graphed call's predicted peak, inputs counted: the caller's
-            operands, the static copies, the pool, the result and gradients copied out
-            and the caller's upstream gradient.
-        plan_peak_bytes: The plan's own eager training peak, inputs counted.
-        budget_bytes: The call's ``budget`` (None: none).
-        faster: ``graph_s`` is at most :data:`.choice.TIME_MARGIN` of ``other_s``.
-    """
-
-    graph_s: float
-    other_s: float
-    other: str
-    static_bytes: int
-    pool_bytes: int
-    peak_bytes: int
-    plan_peak_bytes: int
-    budget_bytes: int | None
-    faster: bool
-
-    @property
-    def fits(self) -> bool:
-        """Whether the graphed peak is within the call's budget (True without one)."""
-        return self.budget_bytes is None or self.peak_bytes <= self.budget_bytes
-
-    @property
-    def engages(self) -> bool:
-        """Whether ``"auto"`` replays: predicted faster, and within the budget."""
-        return self.faster and self.fits
-
-    def describe(self) -> str:
-        """One line with the figures compared."""
-        return (f"graphs predicted {format_seconds(self.graph_s)} against "
-                f"{format_seconds(self.other_s)} for {self.other}; graph memory predicted "
-                f"{format_exact_bytes(self.static_bytes + self.pool_bytes)} (static copies "
-                f"{format_exact_bytes(self.static_bytes)}, pool in use "
-                f"{format_exact_bytes(self.pool_bytes)}), graphed peak "
-                f"{format_exact_bytes(self.peak_bytes)} against the plan's "
-                f"{format_exact_bytes(self.plan_peak_bytes)}"
-                + ("" if self.budget_bytes is None else
-                   f" and the budget of {format_exact_bytes(self.budget_bytes)}"))
-
-
-def predict_graphs(plan: Any, key: tuple[Any, ...]) -> GraphPrediction:
-    """Price a graphed call of ``plan`` against what the call runs otherwise.
-
-    On the profile of the call's device (:func:`.choice.call_profile`: its calibration
-    in the process, else its kind's nominal profile): the plan's steps at their work,
-    each kernel at :data:`GRAPH_NODE_S` instead of the profile's launch, no host Python
-    but :data:`REPLAY_S` per pass, plus the copies in and out (operands and upstream
-    in, result and gradients out, each read and written once at the profile's
-    bandwidth, one launch each way per pass) and the autograd node around them; on an
-    asynchronous device (the profile's ``is_async``) the larger of the device's seconds
-    and the host's, as the time model takes a phase, else their sum. The other side:
-    the plan's eager events as :func:`.choice.predicted_s` prices them, or
-    torch.einsum's own execution (the ``torch-autograd`` model) where the plan runs
-    torch.einsum.
-
-    ``key`` is the plan cache's key (equation, shapes, dtype, ...).
-    """
-    equation, shapes, dtype = key[0], key[1], key[2]
-    itemsize = DTYPE_ITEMSIZE[dtype]
-    profile = call_profile(key[3], dtype)
-    size_dict = parse_equation(equation, shapes).size_dict
-    sizes = plan.result.sizes(size_dict)
-    replayed = replace(profile, launch_s=GRAPH_NODE_S, host=HostCosts())
-    kernels = sum(kernel_seconds(step, replayed, dtype)
-                  for step in step_costs(plan.result.events, sizes, itemsize))
-    operand_bytes = [_elements(shape) * itemsize for shape in shapes]
-    out_bytes = _elements(plan.forward_layouts[0][0]) * itemsize
-    grad_bytes = [_elements(layout[0]) * itemsize for layout in plan.gradient_layouts]
-    passes = 2 if plan.grad else 1
-    moved = sum(operand_bytes) + out_bytes + (out_bytes + sum(grad_bytes) if plan.grad else 0)
-    device_s = kernels + 2 * moved / profile.bandwidth_bytes_per_s
-    host_s = passes * (REPLAY_S + 2 * profile.launch_s) + node_s(profile)
-    # a GPU's host queues the replays while the device runs: the larger side, not the sum
-    graph_s = max(device_s, host_s) if profile.is_async else device_s + host_s
-    if plan.runs_torch:
-        (torch_model,) = analyze(equation, shapes, dtype=dtype, grad=list(plan.grad),
-                                 strategies=["torch-autograd"]).strategies
-        other = "torch.einsum"
-        other_s = predict_time(torch_model.events, torch_model.sizes(size_dict), itemsize,
-                               profile, dtype).total_s
-    else:
-        other = "the plan's eager events"
-        other_s = predict_time(plan.result.events, sizes, itemsize, profile,
-                               dtype).total_s + node_s(profile)
-    static = sum(_rounded(b) for b in operand_bytes) + (_rounded(out_bytes) if plan.grad else 0)
-    pool = pool_bytes(plan)
-    peak = (sum(_rounded(b) for b in operand_bytes) + static + pool + _rounded(out_bytes)
-            + ((_rounded(out_bytes) + sum(_rounded(b) for b in grad_bytes)) if plan.grad
-               else 0))
-    return GraphPrediction(graph_s=graph_s, other_s=other_s, other=other,
-                           static_bytes=static, pool_bytes=pool, peak_bytes=peak,
-                           plan_peak_bytes=int(plan.result.memory.peak_bytes),
-                           budget_bytes=None if key[7] == NO_BUDGET else int(key[7]),
-                           faster=graph_s <= TIME_MARGIN * other_s)
-
-
-def _elements(shape: Any) -> int:
-    count = 1
-    for size in shape:
-        count *= int(size)
-    return count
 
 
 _SIDE_STREAMS: dict[int, Any] = {}
@@ -310,6 +151,7 @@ class GraphInstance:
         self.pool_reserved_bytes: int | None = None
         self.owner: weakref.ref[_Token] | None = None
         self.last_stream: Any = None
+        self.device_index = 0
 
     def is_free(self) -> bool:
         """No call's backward reads this instance's tensors."""
@@ -317,9 +159,16 @@ class GraphInstance:
         return owner is None or owner() is None
 
     def follow_stream(self) -> None:
-        """Make the current stream wait for the last replay's, where they differ."""
-        current = torch.cuda.current_stream()
+        """Make the current stream wait for the last replay's, where they differ.
+
+        The streams are compared by their raw handles first (one C call, where torch
+        has it): a replay on the stream of the last makes no stream object.
+        """
         last = self.last_stream
+        if last is not None and _RAW_STREAM is not None \
+                and _RAW_STREAM(self.device_index) == last.cuda_stream:
+            return
+        current = torch.cuda.current_stream()
         if last is not None and last != current:
             current.wait_stream(last)
         self.last_stream = current
@@ -328,6 +177,7 @@ class GraphInstance:
     def warm_up(self, plan: Any, tensors: Any, needs_grad: bool) -> None:
         """Make the static copies and run the events eagerly on the capture stream."""
         device = tensors[0].device
+        self.device_index = device.index if device.index is not None else 0
         current = torch.cuda.current_stream(device)
         statics = [torch.empty_like(t) for t in tensors]
         self._copy(statics, tensors)
@@ -432,6 +282,7 @@ class GraphSlot:
         self.fallbacks = 0
         self.last_fallback = ""
         self.mode: CudaGraphs = False
+        self.trial: GraphTrial | None = None
 
     # -- deciding ----------------------------------------------------------------
     def wanted(self, plan: Any, mode: CudaGraphs) -> bool:
@@ -450,13 +301,50 @@ class GraphSlot:
                 return False
         if mode is True:
             return self.prediction.fits  # a budget binds the graphs too
-        return self.prediction.engages
+        if self.trial is not None:
+            return self.trial.faster
+        return self.prediction.plausible  # captured, then tried (:meth:`run_trial`)
+
+    def needs_trial(self, mode: CudaGraphs) -> bool:
+        """Whether this call, having captured, measures the graphs first (``"auto"``)."""
+        return mode is not True and self.trial is None
+
+    def run_trial(self, graphed: Callable[[], Any], other: Callable[[], Any]) -> GraphTrial:
+        """Measure a graphed call against the call it replaces; ``"auto"`` then keeps it.
+
+        ``graphed`` and ``other`` each run one forward (+ backward) of the call on the
+        same tensors, away from the caller's autograd graph. Each runs once untimed,
+        then :data:`TRIAL_ROUNDS` blocks of :data:`TRIAL_CALLS` calls each, the sides
+        interleaved (each goes first as often), every block fenced by a device
+        synchronisation (:meth:`block_s`); the fastest block of each side is kept.
+        """
+        sides: Mapping[str, Callable[[], Any]] = {"graphs": graphed, "other": other}
+        for call in sides.values():
+            call()
+        best = dict.fromkeys(sides, float("inf"))
+        for round_ in range(TRIAL_ROUNDS):
+            for name in (("graphs", "other") if round_ % 2 else ("other", "graphs")):
+                best[name] = min(best[name], self.block_s(name, sides[name]))
+        prediction = self.prediction
+        self.trial = GraphTrial(graph_s=best["graphs"], other_s=best["other"],
+                                other=prediction.other if prediction is not None
+                                else "the eager call", calls=TRIAL_CALLS * TRIAL_ROUNDS)
+        return self.trial
+
+    def block_s(self, side: str, call: Callable[[], Any]) -> float:
+        """Seconds per call of one trial block of ``side``'s ``call``, device-fenced."""
+        torch.cuda.synchronize(self.device_index)
+        start = time.perf_counter()
+        for _ in range(TRIAL_CALLS):
+            call()
+        torch.cuda.synchronize(self.device_index)
+        return (time.perf_counter() - start) / TRIAL_CALLS
 
     def usable(self, needs_grad: bool) -> str | None:
         """Why this call may not replay now (None: it may)."""
-        if torch.cuda.current_device() != self.device_index:
+        if _current_device() != self.device_index:
             return "the operands are not on the current CUDA device"
-        if torch.cuda.is_current_stream_capturing():
+        if _capturing():
             return "the current stream is capturing"
         if torch.is_inference_mode_enabled():
             return "inference mode"
@@ -504,6 +392,11 @@ class GraphSlot:
         """An empty instance, not yet captured."""
         return GraphInstance(self.copies_by_tensor)
 
+    def drop_graphs(self) -> None:
+        """Forget every captured set (``"auto"`` measured no gain): their pools go."""
+        with self.lock:
+            self.instances.clear()
+
     def release(self, instance: GraphInstance, token: _Token) -> None:
         """Give ``instance`` back after ``token``'s call has finished with its tensors."""
         with self.lock:
@@ -534,11 +427,12 @@ class GraphSlot:
         """One line for :func:`.plans.cache_info`: whether it replays, and why (not)."""
         prediction = self.prediction
         said = f"; {prediction.describe()}" if prediction is not None else ""
+        tried = f"; {self.trial.describe()}" if self.trial is not None else ""
         if self.failed is not None:
             return f"eager: CUDA graphs {self.failed}{said}"
         captured = [i for i in self.instances if i.forward_graph is not None]
         if captured:
-            why = "cuda_graphs=True" if self.mode is True else "auto: predicted faster"
+            why = "cuda_graphs=True" if self.mode is True else "auto: measured faster"
             reserved = [i.pool_reserved_bytes for i in captured]
             pools = ("pools' reserved bytes not reported by the allocator"
                      if None in reserved else
@@ -550,7 +444,7 @@ class GraphSlot:
             plural = "" if self.replays == 1 else "s"
             sets = "" if len(captured) == 1 else f" on {len(captured)} graph sets"
             return (f"replays CUDA graphs ({why}): {self.replays} replay{plural}{sets}"
-                    f"{fell}; {pools}{said}")
+                    f"{fell}; {pools}{tried}{said}")
         if self.mode is False:
             return "eager: cuda_graphs=False"
         if prediction is None:
@@ -560,6 +454,8 @@ class GraphSlot:
             return f"eager: the graphed peak is over the budget{said}"
         if self.mode is True:  # wanted, not yet replayed: every call fell back
             return f"eager: {self.last_fallback or 'not captured yet'}{said}"
+        if self.trial is not None:
+            return f"eager: auto measured no gain{tried}{said}"
         return f"eager: auto predicts no gain{said}"
 
 
@@ -578,3 +474,15 @@ def _pool_reserved(pool: Any) -> int | None:
 
 _saved_tensors_hooks: Any = torch._C._autograd._top_saved_tensors_default_hooks  # noqa: SLF001
 """The innermost saved_tensors_hooks pair in effect (None: none)."""
+
+_current_device: Callable[[], int] = getattr(torch._C, "_cuda_getDevice",
+                                            torch.cuda.current_device)
+"""The current CUDA device's index (torch's C call where it has one: no lazy-init check,
+which a slot's device has passed)."""
+
+_capturing: Callable[[], bool] = getattr(torch._C, "_cuda_isCurrentStreamCapturing",
+                                         torch.cuda.is_current_stream_capturing)
+"""Whether the current stream is capturing a CUDA graph."""
+
+_RAW_STREAM: Callable[[int], int] | None = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+"""The current stream's raw handle on a device index (None: a torch without CUDA)."""

@@ -424,6 +424,11 @@ def run_graphed(plan: DropinPlan, mode: CudaGraphs, operands: tuple[torch.Tensor
     if instance.forward_graph is None and not slot.capture(plan, instance, tensors,
                                                            needs_grad):
         return None
+    if slot.needs_trial(mode) and not _tried_faster(plan, slot, instance, tensors,
+                                                    needs_grad):
+        slot.release(instance, token)
+        slot.drop_graphs()
+        return None
     slot.replays += 1
     if not needs_grad:
         try:
@@ -431,6 +436,52 @@ def run_graphed(plan: DropinPlan, mode: CudaGraphs, operands: tuple[torch.Tensor
         finally:
             slot.release(instance, token)
     return apply_graphed(plan, slot, instance, token, operands, *tensors)
+
+
+def _tried_faster(plan: DropinPlan, slot: GraphSlot, instance: GraphInstance,
+                  tensors: Sequence[torch.Tensor], needs_grad: bool) -> bool:
+    """``"auto"``'s trial: whether the graphed call measured faster than the eager one.
+
+    Both sides run this call's forward (and, for a grad call, a backward of a unit
+    upstream gradient) on leaves detached from the caller's tensors, so the caller's
+    autograd graph sees neither: the graphs through :class:`GraphedContract` on the
+    claimed ``instance`` (its token stays the caller's), the other side as the call
+    runs without graphs (torch.einsum's own execution, or the plan's eager node).
+    A trial that fails leaves the slot eager, as a failed capture does.
+    """
+    leaves = [t.detach().requires_grad_(needs_grad and k in plan.grad)
+              for k, t in enumerate(tensors)]
+    wanted = [leaves[k] for k in plan.grad] if needs_grad else []
+    operands = tuple(leaves)
+    upstream = torch.ones(plan.forward_layouts[0][0], dtype=leaves[0].dtype,
+                          device=leaves[0].device)
+
+    def graphed() -> Any:
+        if not needs_grad:
+            return instance.run_forward(leaves)
+        result = apply_graphed(plan, slot, instance, _TRIAL_TOKEN, operands, *leaves)
+        return torch.autograd.grad(result, wanted, upstream)
+
+    def other() -> Any:
+        if plan.runs_torch:
+            result = plan.call_torch(plan.equation, operands)
+        elif not needs_grad:
+            return forward_output(plan, leaves)
+        else:
+            result = apply_eager(plan, operands, *leaves)
+        return torch.autograd.grad(result, wanted, upstream) if needs_grad else result
+
+    try:
+        return slot.run_trial(graphed, other).faster
+    except (RuntimeError, torch.cuda.OutOfMemoryError) as err:
+        lines = str(err).strip().splitlines()
+        slot.failed = f"trial failed: {lines[0] if lines else type(err).__name__}"
+        return False
+
+
+_TRIAL_TOKEN = object()
+"""The token a trial's graphed calls carry: never the instance's owner, so their
+backward leaves the instance claimed by the call that is trying it."""
 
 
 class GraphedContract(torch.autograd.Function):

@@ -246,3 +246,104 @@ def test_complex_operands_and_a_conjugate_view_are_copied_as_values() -> None:
         want = torch.autograd.grad(torch.einsum(CHAIN, precise[0].conj(), *precise[1:]),
                                    precise, upstream)
         _assert_close(got, want)
+
+
+class _ScriptedSlot(_CpuSlot):
+    """A stand-in slot whose trial blocks run their calls and take scripted seconds."""
+
+    def __init__(self, key: tuple[Any, ...], seconds: dict[str, float]) -> None:
+        super().__init__(key)
+        self.seconds = seconds
+        self.blocks: list[str] = []
+
+    def block_s(self, side: str, call: Any) -> float:
+        call()
+        self.blocks.append(side)
+        return self.seconds[side]
+
+
+PAIR = "ij,jk->ik"
+PAIR_SHAPES = ((6, 4), (4, 3))
+
+
+@pytest.mark.parametrize("case", ["ours", "torch.einsum"])
+@pytest.mark.parametrize(("graphs_s", "faster"), [(1e-4, True), (1.9e-4, False)])
+def test_auto_measures_both_sides_at_its_deciding_call_and_keeps_the_faster(
+        case: str, graphs_s: float, faster: bool) -> None:
+    equation, shapes, strategy = ((CHAIN, SHAPES, "reverse") if case == "ours"
+                                  else (PAIR, PAIR_SHAPES, "auto"))
+    key = (equation, shapes, "float64", "cpu", (True,) * len(shapes), strategy, "auto",
+           NO_BUDGET)
+    slot = _ScriptedSlot(key, {"graphs": graphs_s, "other": 2e-4})
+    plan = dataclasses.replace(get_plan(*key), graphs=slot)
+    assert plan.runs_torch is (case == "torch.einsum")
+    generator = torch.Generator().manual_seed(13)
+    for call in range(graphs.AUTO_CAPTURE_CALLS + 2):
+        operands = [torch.randn(s, dtype=torch.float64, generator=generator,
+                                requires_grad=True) for s in shapes]
+        y = run_graphed(plan, "auto", tuple(operands), operands, True)
+        graphed = faster and call + 1 >= graphs.AUTO_CAPTURE_CALLS
+        assert (y is not None) is graphed, call
+        if y is not None:
+            upstream = torch.randn(y.shape, dtype=torch.float64, generator=generator)
+            precise = [t.detach().clone().requires_grad_() for t in operands]
+            _assert_close(torch.autograd.grad(y, operands, upstream),
+                          torch.autograd.grad(torch.einsum(equation, *precise), precise,
+                                              upstream))
+    # one trial, at the deciding call: the sides' blocks interleaved, each first as often
+    assert slot.blocks == ["other", "graphs", "graphs", "other", "other", "graphs"]
+    other = "torch.einsum" if case == "torch.einsum" else "the plan's eager events"
+    tried = (f"graphs measured {graphs_s * 1e6:.0f} us against 200 us for {other} "
+             "(9 calls each, the fastest block)")
+    line = slot.describe()
+    if faster:
+        assert line.startswith("replays CUDA graphs (auto: measured faster): 3 replays;")
+        assert f"; {tried}; graphs predicted" in line
+    else:  # the margin: 0.95 of the other side's time is no gain; the graphs are dropped
+        assert line.startswith(f"eager: auto measured no gain; {tried}; graphs predicted")
+        assert slot.instances == [] and slot.replays == 0
+
+
+class _Counting(torch.utils._python_dispatch.TorchDispatchMode):
+    """The aten ops a call runs outside the stand-in's replays (which count as one each)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+        self.paused = False
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        if not self.paused:
+            self.ops.append(func.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_graphed_call_copies_four_times_around_its_two_replays(monkeypatch: Any) -> None:
+    plan = _plan()
+    _call(plan, _operands(14))  # the capture
+    instance = plan.graphs.instances[0]
+    counting = _Counting()
+    for name in ("forward_graph", "backward_graph"):
+        graph = getattr(instance, name)
+
+        def replay(graph: Any = graph, name: str = name) -> None:
+            counting.ops.append(f"replay {name}")
+            counting.paused = True
+            try:
+                graph.call()
+            finally:
+                counting.paused = False
+
+        monkeypatch.setattr(graph, "replay", replay)
+    operands = _operands(15)
+    upstream = torch.randn(6, 3, dtype=torch.float64)
+    with counting:
+        torch.autograd.grad(_call(plan, operands), operands, upstream)
+    kernels = [op for op in counting.ops
+               if not op.startswith(("empty", "detach", "alias", "view"))]
+    # in: the operands (one foreach copy); out: the result; in: the upstream; out: the
+    # gradients (one foreach copy): four copy launches, whatever the plan's kernels
+    assert kernels == ["_foreach_copy_.default", "replay forward_graph", "clone.default",
+                       "copy_.default", "replay backward_graph", "_foreach_copy_.default"], (
+        counting.ops)
