@@ -19,6 +19,7 @@ BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 OPTIONS = [
     ("bench_dropin", "--cases"),
+    ("bench_graph_overhead", "--cases"),
     ("bench_execution", "--cases"),
     ("bench_overhead", "--cases"),
     ("bench_training", "--cases"),
