@@ -6,10 +6,13 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
+
+Case = TypeVar("Case")
 
 CASES = Path(__file__).resolve().parent / "cases.json"
 
@@ -180,8 +183,43 @@ def read_cases(args: argparse.Namespace, *, models: bool = False
     if models:
         cases += json.loads((CASES.parent / "model_einsums.json").read_text(
             encoding="utf-8"))["cases"]
-    wanted = [name for name in args.cases.split(",") if name]
-    return device, [case for case in cases if not wanted or case["name"] in wanted]
+    return device, select_cases(cases, args.cases)
+
+
+def wanted_names(text: str | None, known: Iterable[str], *, option: str = "--cases"
+                 ) -> list[str]:
+    """The names a comma-separated option (``--cases``, ``--models``) gives, in its order,
+    each once (none: ``[]``).
+
+    A name that is not ``known`` is a usage error: one line on stderr naming it and the
+    names there are, and exit status 2 (:func:`refuse_unknown`), before anything runs.
+    """
+    wanted = list(dict.fromkeys(name.strip() for name in (text or "").split(",")
+                                if name.strip()))
+    names = list(dict.fromkeys(known))
+    unknown = [name for name in wanted if name not in names]
+    if unknown:
+        refuse_unknown(option, unknown, names)
+    return wanted
+
+
+def refuse_unknown(option: str, unknown: Sequence[str], known: Iterable[str]) -> NoReturn:
+    """One line on stderr naming the unknown names and the known ones; exit status 2."""
+    named = ", ".join(repr(name) for name in unknown)
+    print(f"{option}: unknown {named} (known: {', '.join(known)})",  # noqa: T201
+          file=sys.stderr)
+    raise SystemExit(2)
+
+
+def select_cases(cases: Sequence[Case], text: str | None, *, option: str = "--cases",
+                 name: Callable[[Case], str] = lambda case: case["name"]  # type: ignore[index]
+                 ) -> list[Case]:
+    """The cases the option names, in the file's order; every case where it names none.
+
+    An unknown name exits as :func:`wanted_names` says.
+    """
+    wanted = wanted_names(text, (name(case) for case in cases), option=option)
+    return [case for case in cases if not wanted or name(case) in wanted]
 
 
 def scaled(shapes: list[list[int]], factor: int) -> list[list[int]]:

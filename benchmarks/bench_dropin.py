@@ -66,6 +66,7 @@ from _common import (  # noqa: E402
     paired_ratio,
     positive_seconds,
     scaled,
+    select_cases,
 )
 from dropin_table import RUNS, table, targets  # noqa: E402
 
@@ -398,6 +399,14 @@ def main() -> int:
               f"{', '.join(RUNS)}", file=sys.stderr)
         return 2
     args.runs = frozenset(asked or DEFAULT_RUNS)
+    cases = []
+    for group, file in (("cases", "cases.json"), ("models", "model_einsums.json")):
+        if args.case_set in ("all", group):
+            cases += [{**c, "set": group}
+                      for c in json.loads((HERE / file).read_text())["cases"]]
+    if args.pairs:
+        cases = [c for c in cases if len(c["shapes"]) <= 2]
+    cases = select_cases(cases, args.cases)
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -414,20 +423,10 @@ def main() -> int:
     CLOCK = CLOCKS[args.clock]
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 is float32, as torch's default
     scale = args.scale if args.scale is not None else (1 if args.device == "cuda" else 8)
-    cases = []
-    for group, file in (("cases", "cases.json"), ("models", "model_einsums.json")):
-        if args.case_set in ("all", group):
-            cases += [{**c, "set": group}
-                      for c in json.loads((HERE / file).read_text())["cases"]]
-    if args.pairs:
-        cases = [c for c in cases if len(c["shapes"]) <= 2]
-    wanted = {name for name in args.cases.split(",") if name}
     start = time.perf_counter()
     args.deadline = start + args.max_seconds
     results = []
     for case in cases:
-        if wanted and case["name"] not in wanted:
-            continue
         results.append(run_case(case, scaled(case["shapes"], scale), args))
         print(f"# {case['name']} done ({time.perf_counter() - start:.0f} s)", file=sys.stderr,
               flush=True)
