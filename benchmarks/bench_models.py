@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import CLOCKS, environment, fence  # noqa: E402
+from _common import CLOCKS, environment, fence, wanted_names  # noqa: E402
 
 SIZES: dict[str, dict[str, int]] = {
     "full": {"width": 512, "layers": 4, "heads": 8, "batch": 8, "length": 256,
@@ -248,6 +248,7 @@ def main() -> int:
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args()
     global CLOCK
+    names = wanted_names(args.models, MODELS, option="--models") or list(MODELS)
     devices = [d for d in args.device.split(",") if d]
     if not devices or any(d not in ("cpu", "cuda") for d in devices):
         print(f"bench_models: --device {args.device!r}: give cpu, cuda or cpu,cuda",
@@ -268,12 +269,6 @@ def main() -> int:
 
     if "cuda" in devices and not torch.cuda.is_available():
         print("bench_models: no CUDA device here", file=sys.stderr)
-        return 2
-    names = [n for n in args.models.split(",") if n]
-    unknown = [n for n in names if n not in MODELS]
-    if unknown:
-        print(f"bench_models: unknown model {unknown[0]!r} (known: {', '.join(MODELS)})",
-              file=sys.stderr)
         return 2
     if args.threads is not None:
         torch.set_num_threads(args.threads)

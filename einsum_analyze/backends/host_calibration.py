@@ -3,8 +3,10 @@
 The time model prices a step's kernels by their work; the Python around them costs the
 same at every size (:mod:`einsum_analyze.roofline.host`). It is measured on chains of
 ``n`` tiny matrices (2 x 2, ``ab,bc,cd,...``), where the kernels cost next to nothing,
-and the time model's own price of those kernels on the device's calibrated kernel classes
-is taken away, so that the model charges each second once:
+and the time model's own price of those kernels is taken away (on the cpu their seconds
+on the device's calibrated kernel classes; on a GPU, whose host only queues them, their
+dispatch at ``launch_s`` each, the price the model's host side of a phase charges), so
+that the model charges each second once:
 
 - our executor: the chain's steps, compiled (:func:`.torch_kernels.compile_schedule`)
   and run as a run runs them (:func:`.torch_backend.run_compiled`), at 2 and
@@ -17,15 +19,18 @@ is taken away, so that the model charges each second once:
 - torch.einsum under autograd, as the ``torch-autograd`` baseline runs it (fresh leaves
   that require gradients, ``torch.einsum``, ``torch.autograd.grad``), at each length of
   :data:`TORCH_CHAINS`: the forward call's seconds at each number of operands
-  (``torch_forward``: torch's path search grows with them), and a line through the
-  backward call's seconds against its gradient contractions (``torch_backward_s`` plus
-  ``torch_node_s`` each).
+  (``torch_forward``: torch's path search grows with them), and the backward call's
+  seconds at each number of gradient contractions (``torch_backward``, none above a
+  later point's: :func:`_never_above_later`; a line through them too,
+  ``torch_backward_s`` plus ``torch_node_s`` each, for a caller that prices one call by
+  them).
 
 Every call is timed as runs time theirs (:mod:`.timing`), all of them side by side in
 :data:`HOST_ROUNDS` rounds (:func:`.timing.measure_interleaved`): a forward in blocks of
-calls, warm; a backward one call a block after its setup, cold, after the other timers'
-blocks (our executor's backward steps are timed as the chain's steps one call a block).
-The median of each timer's blocks counts, on the calibration's clock.
+calls, warm; a backward one call a block after its setup, cold, after other blocks:
+torch's after its own forward's block, as a run's; our executor's backward steps, timed
+as the chain's steps one call a block, after torch's backward call. The median of each
+timer's blocks counts, on the calibration's clock.
 
 torch is imported inside the functions: importing this module costs nothing.
 """
@@ -43,7 +48,7 @@ from ..model.schedule import Event, Operation
 from ..roofline.host import HostCosts
 from ..roofline.profiles import DeviceProfile
 from ..roofline.steps import step_costs
-from ..roofline.time_model import kernel_seconds
+from ..roofline.time_model import host_kernel_seconds
 
 __all__ = ["BLOCK_S", "EXECUTOR_CHAIN", "HOST_ROUNDS", "MIXED_KINDS", "TORCH_CHAINS", "WIDE",
            "chain", "host_costs", "mixed"]
@@ -135,8 +140,14 @@ def mixed() -> tuple[list[str], tuple[Event, ...], dict[str, int]]:
 
 def _kernels_s(events: Sequence[Event], sizes: dict[str, int], itemsize: int,
                profile: DeviceProfile, dtype: str) -> float:
-    """The time model's seconds of the events' kernels alone."""
-    return sum(kernel_seconds(step, profile, dtype)
+    """The time model's price of the events' kernels on the host's side of a phase.
+
+    Their seconds on the cpu, their dispatch on a GPU
+    (:func:`~einsum_analyze.roofline.time_model.host_kernel_seconds`): a chain of tiny
+    steps is bound by the host there, and what is left is what the model charges beside
+    that price.
+    """
+    return sum(host_kernel_seconds(step, profile, dtype)
                for step in step_costs(events, sizes, itemsize))
 
 
@@ -187,6 +198,24 @@ def _torch_calls(device: str, torch_dtype: Any, n: int) -> tuple[
         return torch.autograd.grad(result, leaves, upstream)
 
     return forward, setup, backward
+
+
+def _never_above_later(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Ascending ``(count, seconds)`` points, each at most every later point's seconds.
+
+    A backward call of fewer gradient contractions does less than one of more, so it
+    costs no more; where it measured more, its call met a cold cache (a call timed alone
+    after other code meets one now and then, and in rounds that run alike it meets it
+    every round), and the later point's figure stands in.
+
+    Example:
+        >>> _never_above_later([(2, 9e-4), (4, 4e-4), (6, 5e-4)])
+        [(2, 0.0004), (4, 0.0004), (6, 0.0005)]
+    """
+    out: list[tuple[float, float]] = []
+    for count, seconds in reversed(points):
+        out.append((count, min(seconds, out[-1][1]) if out else seconds))
+    return out[::-1]
 
 
 def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
@@ -243,9 +272,12 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
     executor_steps = {key: step_costs(events, sizes, itemsize)
                       for key, (_, events, sizes) in executor.items()}
     order = ("short", "long", "wide", "mixed")
-    # Each timer follows the one before it in every round, so a backward call (one a
-    # block) follows another code's forward block, as a run's backward follows its
-    # forward's: our executor's after torch.einsum's, torch's after our executor's.
+    # Each timer follows the one before it in every round. torch's backward call follows
+    # its own forward's block, as a run's backward follows its forward's (after our
+    # executor's block instead, it cost 1.5 times as much on the 2-core cpu). Our
+    # executor's "backward", a chain's steps run once, follows another code's, torch's
+    # backward call: after its own forward's block it would be warm, where a run's
+    # backward runs steps its forward's block did not.
     timers: list[Timer] = []
     roles: list[tuple[str, str, float]] = []  # what each timer times, its kernels' seconds
     for k, n in enumerate(TORCH_CHAINS):
@@ -254,13 +286,14 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
         step_kernel = _kernels_s(events, sizes, itemsize, profile, dtype) / (n - 1)
         forward, setup, backward = _torch_calls(device, torch_dtype, n)
         cold, warm = order[k % len(order)], order[(k + 1) % len(order)]
-        timers += [timer(forward), timer(executor[cold][0], setup=lambda: None),
-                   timer(executor[warm][0]), timer(forward, setup=setup, then=backward)]
+        timers += [timer(executor[warm][0]), timer(forward),
+                   timer(forward, setup=setup, then=backward),
+                   timer(executor[cold][0], setup=lambda: None)]
         # Every matrix's gradient: two gradient contractions per pairwise step.
-        roles += [("torch forward", str(n), (n - 1) * step_kernel),
-                  ("executor backward", cold, executor_kernels[cold]),
-                  ("executor forward", warm, executor_kernels[warm]),
-                  ("torch backward", str(n), 2 * (n - 1) * step_kernel)]
+        roles += [("executor forward", warm, executor_kernels[warm]),
+                  ("torch forward", str(n), (n - 1) * step_kernel),
+                  ("torch backward", str(n), 2 * (n - 1) * step_kernel),
+                  ("executor backward", cold, executor_kernels[cold])]
     measured = measure_interleaved(timers, repeats=HOST_ROUNDS)
     pooled: dict[tuple[str, str], list[float]] = {}
     for m, (role, key, kernel_s) in zip(measured, roles, strict=True):
@@ -289,11 +322,13 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
         executor_costs("backward")
     forward_points = [(float(n), max(1e-9, left[("torch forward", str(n))]))
                       for n in TORCH_CHAINS]
-    backward_call_s, node_s = _line([(2.0 * (n - 1), left[("torch backward", str(n))])
-                                     for n in TORCH_CHAINS])
+    backward_points = _never_above_later([(2.0 * (n - 1),
+                                           max(1e-9, left[("torch backward", str(n))]))
+                                          for n in TORCH_CHAINS])
+    backward_call_s, node_s = _line(backward_points)
     return HostCosts(forward_step_s=forward_step_s, backward_step_s=backward_step_s,
                      forward_run_s=forward_run_s, backward_run_s=backward_run_s,
                      forward_kind_s=forward_kind_s, backward_kind_s=backward_kind_s,
                      forward_label_s=forward_label_s, backward_label_s=backward_label_s,
                      torch_forward=tuple(forward_points), torch_node_s=node_s,
-                     torch_backward_s=backward_call_s)
+                     torch_backward_s=backward_call_s, torch_backward=tuple(backward_points))
