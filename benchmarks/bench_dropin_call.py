@@ -15,7 +15,8 @@ tiny operands, one thread, microseconds per call:
 The calls are timed in rounds, each round one block of ``--iterations`` calls of every
 run, the runs rotated so that each goes first as often; a figure is the median over the
 rounds of the difference between two blocks of one round, which on a shared machine
-drifts less than either block. ``--before REV`` adds the drop-in as committed at ``REV``
+drifts less than either block. The clock is the process's CPU time, which leaves out the
+time other processes hold the cores. ``--before REV`` adds the drop-in as committed at ``REV``
 (loaded beside the working tree's, as ``benchmarks/bench_overhead.py`` does).
 
     python benchmarks/bench_dropin_call.py --before HEAD~1 --rounds 60
@@ -76,7 +77,7 @@ def groups(packages: dict[str, str]) -> dict[str, dict[str, Callable[[], Any]]]:
 
 def paired_us(runs: dict[str, Callable[[], Any]], rounds: int,
               iterations: int) -> dict[str, list[float]]:
-    """Seconds per call of each run in each round (rotated), after a warm-up."""
+    """CPU seconds per call of each run in each round (rotated), after a warm-up."""
     for run in runs.values():
         for _ in range(500):
             run()
@@ -86,10 +87,10 @@ def paired_us(runs: dict[str, Callable[[], Any]], rounds: int,
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
             run = runs[name]
-            start = time.perf_counter()
+            start = time.process_time()
             for _ in range(iterations):
                 run()
-            times[name].append((time.perf_counter() - start) / iterations)
+            times[name].append((time.process_time() - start) / iterations)
     return times
 
 
