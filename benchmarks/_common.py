@@ -6,10 +6,13 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
+
+Case = TypeVar("Case")
 
 CASES = Path(__file__).resolve().parent / "cases.json"
 
@@ -39,16 +42,16 @@ def block_seconds(step: Callable[[], Any], device: str, calls: int,
     return max(clock() - start, 1e-9) / calls
 
 
-def interleaved_medians(steps: dict[str, Callable[[], Any]], device: str, repeats: int,
-                        warmup: int, min_block_s: float,
-                        clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """Median seconds per call of each step, their blocks interleaved run by run.
+def interleaved_times(steps: dict[str, Callable[[], Any]], device: str, repeats: int,
+                      warmup: int, min_block_s: float,
+                      clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+    """Seconds per call of each step in each of ``repeats`` rounds, blocks interleaved.
 
     Each step's calls per block grow until a block lasts ``min_block_s`` (this doubles
     as the warm-up, after ``warmup`` plain calls); every step then runs blocks of the
-    largest of those counts, so that the fence weighs alike on each. Each step's fastest
-    block comes too, as ``"NAME min"``: on a shared machine, the block the others
-    disturbed least.
+    largest of those counts, so that the fence weighs alike on each. Round ``k`` runs one
+    block of every step, each step going first as often as the others: the ``k``-th
+    figures of two steps were taken moments apart, so their ratio is paired.
     """
     calls: dict[str, int] = {}
     for name, step in steps.items():
@@ -67,8 +70,27 @@ def interleaved_medians(steps: dict[str, Callable[[], Any]], device: str, repeat
         shift = repeat % len(names)  # each run goes first as often as the others
         for name in names[shift:] + names[:shift]:
             times[name].append(block_seconds(steps[name], device, calls[name], clock))
+    return times
+
+
+def interleaved_medians(steps: dict[str, Callable[[], Any]], device: str, repeats: int,
+                        warmup: int, min_block_s: float,
+                        clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """Median seconds per call of each step (:func:`interleaved_times`), and as
+    ``"NAME min"`` its fastest block: on a shared machine, the block the others
+    disturbed least."""
+    times = interleaved_times(steps, device, repeats, warmup, min_block_s, clock)
     return {name: statistics.median(values) for name, values in times.items()} | {
         f"{name} min": min(values) for name, values in times.items()}
+
+
+def paired_ratio(numerator: list[float], denominator: list[float]) -> float:
+    """The median of the per-round ratios of two steps' :func:`interleaved_times`.
+
+    On a shared machine the load drifts between rounds; two blocks of one round saw
+    nearly the same load, so their ratio varies less than the ratio of two medians.
+    """
+    return statistics.median(a / b for a, b in zip(numerator, denominator, strict=True))
 
 
 def add_case_options(parser: argparse.ArgumentParser) -> None:
@@ -161,8 +183,43 @@ def read_cases(args: argparse.Namespace, *, models: bool = False
     if models:
         cases += json.loads((CASES.parent / "model_einsums.json").read_text(
             encoding="utf-8"))["cases"]
-    wanted = [name for name in args.cases.split(",") if name]
-    return device, [case for case in cases if not wanted or case["name"] in wanted]
+    return device, select_cases(cases, args.cases)
+
+
+def wanted_names(text: str | None, known: Iterable[str], *, option: str = "--cases"
+                 ) -> list[str]:
+    """The names a comma-separated option (``--cases``, ``--models``) gives, in its order,
+    each once (none: ``[]``).
+
+    A name that is not ``known`` is a usage error: one line on stderr naming it and the
+    names there are, and exit status 2 (:func:`refuse_unknown`), before anything runs.
+    """
+    wanted = list(dict.fromkeys(name.strip() for name in (text or "").split(",")
+                                if name.strip()))
+    names = list(dict.fromkeys(known))
+    unknown = [name for name in wanted if name not in names]
+    if unknown:
+        refuse_unknown(option, unknown, names)
+    return wanted
+
+
+def refuse_unknown(option: str, unknown: Sequence[str], known: Iterable[str]) -> NoReturn:
+    """One line on stderr naming the unknown names and the known ones; exit status 2."""
+    named = ", ".join(repr(name) for name in unknown)
+    print(f"{option}: unknown {named} (known: {', '.join(known)})",  # noqa: T201
+          file=sys.stderr)
+    raise SystemExit(2)
+
+
+def select_cases(cases: Sequence[Case], text: str | None, *, option: str = "--cases",
+                 name: Callable[[Case], str] = lambda case: case["name"]  # type: ignore[index]
+                 ) -> list[Case]:
+    """The cases the option names, in the file's order; every case where it names none.
+
+    An unknown name exits as :func:`wanted_names` says.
+    """
+    wanted = wanted_names(text, (name(case) for case in cases), option=option)
+    return [case for case in cases if not wanted or name(case) in wanted]
 
 
 def scaled(shapes: list[list[int]], factor: int) -> list[list[int]]:

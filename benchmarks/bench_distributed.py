@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _common import environment, scaled  # noqa: E402
+from _common import environment, refuse_unknown, scaled  # noqa: E402
 from project_distributed import check_lines  # noqa: E402
 
 from einsum_analyze import analyze  # noqa: E402
@@ -54,11 +54,11 @@ from einsum_analyze.render.formatting import format_bytes, format_seconds  # noq
 
 
 def _case(name: str) -> tuple[str, list[list[int]]]:
-    cases = json.loads((HERE / "cases.json").read_text(encoding="utf-8"))["cases"]
-    for case in cases:
-        if case["name"] == name:
-            return case["equation"], case["shapes"]
-    raise SystemExit(f"no case {name!r} in benchmarks/cases.json")
+    cases = {case["name"]: case for case in
+             json.loads((HERE / "cases.json").read_text(encoding="utf-8"))["cases"]}
+    if name not in cases:
+        refuse_unknown("--case", [name], cases)
+    return cases[name]["equation"], cases[name]["shapes"]
 
 
 def sliced_report(equation: str, shapes: list[list[int]], *, budget: int | None,
@@ -119,6 +119,10 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=540.0)
     parser.add_argument("--json", dest="json_path")
     args = parser.parse_args()
+    if not args.equation:
+        equation, shapes = _case(args.case)
+    else:
+        equation, shapes = args.equation, json.loads(args.shapes)
 
     import torch
 
@@ -127,12 +131,9 @@ def main() -> int:
     modes = [m.strip() for m in args.communication.split(",") if m.strip()]
     unknown = [m for m in modes if m not in COMMUNICATIONS]
     if unknown or not modes:
-        raise SystemExit(f"--communication {unknown[0] if unknown else ''!r}: one of "
-                         f"{', '.join(COMMUNICATIONS)}")
-    if args.equation:
-        equation, shapes = args.equation, json.loads(args.shapes)
-    else:
-        equation, shapes = _case(args.case)
+        print(f"--communication {unknown[0] if unknown else ''!r}: one of "
+              f"{', '.join(COMMUNICATIONS)}", file=sys.stderr)
+        return 2
     shapes = scaled(shapes, args.scale) if args.scale > 1 else shapes
     report, budget, unsliced_peak = sliced_report(
         equation, shapes, budget=args.budget, fraction=args.fraction,

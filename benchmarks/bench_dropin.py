@@ -49,8 +49,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -62,14 +62,15 @@ from _common import (  # noqa: E402
     CLOCKS,
     environment,
     fence,
-    interleaved_medians,
+    interleaved_times,
+    paired_ratio,
     positive_seconds,
     scaled,
+    select_cases,
 )
+from dropin_table import RUNS, table, targets  # noqa: E402
 
 HERE = Path(__file__).parent
-RUNS = ("torch", "torch-again", "torch-compiled", "oe-expr", "ours", "ours-compiled",
-        "ours-graphs", "torch-reduce-overhead")
 DEFAULT_RUNS = tuple(run for run in RUNS if run not in ("ours-graphs", "torch-reduce-overhead"))
 """The runs timed without ``--runs``: the CUDA graphs' two (a capture, and a third compile
 per case) only where asked for, so that the GPU suite's step covers the cases it did
@@ -200,8 +201,8 @@ def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Names
                   if c.equation == case["equation"]
                   and c.shapes == tuple(tuple(s) for s in shapes))
     auto = auto_graphs(case["equation"], operands, upstream) if "ours-graphs" in ready else ""
-    seconds = interleaved_medians(ready, device, args.repeats, args.warmup,
-                                  args.min_block_seconds, clock=CLOCK)
+    times = interleaved_times(ready, device, args.repeats, args.warmup,
+                              args.min_block_seconds, clock=CLOCK)
     graphs = next(c for c in reversed(cache_info().choices)
                   if c.equation == case["equation"]
                   and c.shapes == tuple(tuple(s) for s in shapes)).graphs
@@ -211,8 +212,11 @@ def run_case(case: dict[str, Any], shapes: list[list[int]], args: argparse.Names
         if isinstance(step, str):
             results[name] = {"skipped": step}
             continue
-        results[name] = {"seconds": seconds[name], "min_seconds": seconds[f"{name} min"],
+        results[name] = {"seconds": statistics.median(times[name]),
+                         "min_seconds": min(times[name]),
                          "peak_bytes_without_inputs": peak_bytes(step, device)}
+        if "torch" in times:  # the ratio of blocks taken moments apart, per round
+            results[name]["paired_vs_torch"] = paired_ratio(times[name], times["torch"])
     return {"name": case["name"], "set": case["set"], "equation": case["equation"],
             "shapes": shapes, "runs": results,
             "choice": {"runs": choice.runs, "reason": choice.reason, "graphs": graphs,
@@ -238,45 +242,6 @@ def auto_graphs(equation: str, operands: Sequence[Any], upstream: Any) -> str:
                             upstream)
     return next(c for c in reversed(cache_info().choices) if c.equation == equation
                 and c.shapes == tuple(tuple(t.shape) for t in operands)).graphs
-
-
-def auto_verdict(result: dict[str, Any]) -> str:
-    """Whether ``"auto"`` chose right on one case: graphs where ``ours-graphs`` measured
-    faster than ``ours`` (the eager call, torch.einsum's where the plan runs it)."""
-    line = result["choice"].get("auto_graphs") or ""
-    runs = result["runs"]
-    if not line or "seconds" not in runs["ours-graphs"] or "seconds" not in runs["ours"]:
-        return ""
-    engaged = line.startswith("replays")
-    faster = runs["ours-graphs"]["seconds"] < runs["ours"]["seconds"]
-    ratio = runs["ours-graphs"]["seconds"] / runs["ours"]["seconds"]
-    return (f"{'right' if engaged == faster else 'WRONG'}: auto "
-            f"{'replays' if engaged else 'stays eager'}, ours-graphs/ours {ratio:.2f}")
-
-
-TIME_RATIO = 1.03
-"""Ours at most this multiple of torch.einsum's time where torch.einsum takes over
-``SHORT_S``."""
-SHORT_S = 50e-6
-SHORT_SLACK_S = 10e-6
-"""Below ``SHORT_S``, ours at most this many seconds above torch.einsum's time."""
-GEOMEAN_RATIO = 0.55
-"""The geometric mean of ours/torch over benchmarks/cases.json, at most."""
-
-
-def targets(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Whether ours meets the time and peak targets against torch.einsum on one case."""
-    ours, theirs = runs["ours"], runs["torch"]
-    if "seconds" not in ours or "seconds" not in theirs:
-        return {}
-    if theirs["seconds"] > SHORT_S:
-        time_ok = ours["seconds"] <= TIME_RATIO * theirs["seconds"]
-        rule = f"<= {TIME_RATIO}x"
-    else:
-        time_ok = ours["seconds"] <= theirs["seconds"] + SHORT_SLACK_S
-        rule = f"<= +{SHORT_SLACK_S * 1e6:.0f} us"
-    return {"time_rule": rule, "time_ok": time_ok,
-            "peak_ok": ours["peak_bytes_without_inputs"] <= theirs["peak_bytes_without_inputs"]}
 
 
 def per_call_overhead(iterations: int) -> dict[str, float]:
@@ -400,92 +365,6 @@ def per_call_overhead(iterations: int) -> dict[str, float]:
         torch.set_num_threads(threads)
 
 
-def geomean(values: Sequence[float]) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
-
-
-def table(results: list[dict]) -> tuple[list[str], list[str]]:
-    """Markdown rows (times, then peaks) and the summary lines."""
-    def ms(run: dict[str, Any]) -> str:
-        return f"{run['seconds'] * 1e3:.3f}" if "seconds" in run else "skip"
-
-    def mib(run: dict[str, Any]) -> str:
-        return (f"{run['peak_bytes_without_inputs'] / 2**20:.3f}" if "seconds" in run
-                else "skip")
-
-    pairs = (("ours", "torch"), ("torch-again", "torch"), ("ours", "torch-compiled"),
-             ("ours-compiled", "torch-compiled"), ("ours-compiled", "ours"),
-             ("oe-expr", "torch"), ("ours-graphs", "torch"),
-             ("ours-graphs", "torch-reduce-overhead"), ("ours", "torch-reduce-overhead"))
-    header = (["case"] + [f"{r} ms" for r in RUNS] + [f"{a}/{b}" for a, b in pairs]
-              + ["ours/torch fastest blocks", "runs", "time target", "peak target"])
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    peak_header = ["case"] + [f"{r} peak MiB" for r in RUNS] + ["peak ours/torch"]
-    peak_lines = ["| " + " | ".join(peak_header) + " |", "|" + "---|" * len(peak_header)]
-    ratios: dict[str, list[float]] = {}
-    missed: list[str] = []
-    for result in results:
-        runs = result["runs"]
-
-        def ratio(a: str, b: str, key: str = "seconds", runs: dict = runs,
-                  group: str = result["set"]) -> str:
-            if key not in runs[a] or key not in runs[b] or not runs[b][key]:
-                return "-"
-            value = runs[a][key] / runs[b][key]
-            ratios.setdefault(f"{a}/{b} {key} ({group})", []).append(value)
-            return f"{value:.2f}"
-
-        goal = result["targets"]
-        time_cell = (f"{'ok' if goal['time_ok'] else 'MISSED'} ({goal['time_rule']})"
-                     if goal else "-")
-        peak_cell = ("ok" if goal["peak_ok"] else "MISSED") if goal else "-"
-        if goal and not (goal["time_ok"] and goal["peak_ok"]):
-            missed.append(result["name"])
-        lines.append("| " + " | ".join(
-            [result["name"]] + [ms(runs[r]) for r in RUNS] + [ratio(a, b) for a, b in pairs]
-            + [ratio("ours", "torch", "min_seconds"), result["choice"]["runs"], time_cell,
-               peak_cell]) + " |")
-        peak_lines.append("| " + " | ".join(
-            [result["name"]] + [mib(runs[r]) for r in RUNS]
-            + [ratio("ours", "torch", "peak_bytes_without_inputs")]) + " |")
-    summary = [f"{label}: geometric mean {geomean(values):.3f}x over {len(values)} cases"
-               for label, values in ratios.items()]
-    cases_mean = geomean(ratios.get("ours/torch seconds (cases)", []))
-    if not math.isnan(cases_mean):
-        summary.append(f"target: geometric mean ours/torch over cases.json {cases_mean:.3f}x "
-                       f"({'ok' if cases_mean <= GEOMEAN_RATIO else 'MISSED'}: "
-                       f"<= {GEOMEAN_RATIO})")
-    summary.append("targets missed (time or peak): " + (", ".join(missed) or "none"))
-    graph_rows = [(r["name"], r["runs"]["ours-graphs"]["seconds"],
-                   r["runs"]["torch-reduce-overhead"]["seconds"]) for r in results
-                  if "seconds" in r["runs"]["ours-graphs"]
-                  and "seconds" in r["runs"]["torch-reduce-overhead"]
-                  and r["runs"]["torch-reduce-overhead"]["seconds"] > SHORT_S]
-    if graph_rows:
-        slower = [name for name, ours, theirs in graph_rows if ours > theirs]
-        summary.append(f"target: ours-graphs <= torch-reduce-overhead above "
-                       f"{SHORT_S * 1e6:.0f} us: missed on {', '.join(slower) or 'none'} "
-                       f"({len(graph_rows)} cases)")
-    noise = [abs(math.log(v)) for label, values in ratios.items()
-             if label.startswith("torch-again/torch seconds") for v in values]
-    if noise:
-        summary.append(f"noise: torch.einsum against itself (torch-again/torch) up to "
-                       f"{math.exp(max(noise)):.3f}x apart, the same kernels timed twice")
-    reasons = ["What ours ran, and why:"] + [
-        f"  {r['name']}: {r['choice']['reason']}" for r in results]
-    reasons += ["CUDA graphs (ours-graphs), per cache_info():"] + [
-        f"  {r['name']}: {r['choice'].get('graphs') or '-'}" for r in results]
-    verdicts = [(r["name"], auto_verdict(r)) for r in results if auto_verdict(r)]
-    if verdicts:
-        reasons += ["cuda_graphs='auto' against the measured runs:"] + [
-            f"  {name}: {verdict}" for name, verdict in verdicts]
-        right = sum(verdict.startswith("right") for _, verdict in verdicts)
-        summary_auto = [f"cuda_graphs='auto': right on {right} of {len(verdicts)} cases"]
-    else:
-        summary_auto = []
-    return lines + [""] + peak_lines + [""] + reasons, summary + summary_auto
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -520,6 +399,14 @@ def main() -> int:
               f"{', '.join(RUNS)}", file=sys.stderr)
         return 2
     args.runs = frozenset(asked or DEFAULT_RUNS)
+    cases = []
+    for group, file in (("cases", "cases.json"), ("models", "model_einsums.json")):
+        if args.case_set in ("all", group):
+            cases += [{**c, "set": group}
+                      for c in json.loads((HERE / file).read_text())["cases"]]
+    if args.pairs:
+        cases = [c for c in cases if len(c["shapes"]) <= 2]
+    cases = select_cases(cases, args.cases)
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -536,20 +423,10 @@ def main() -> int:
     CLOCK = CLOCKS[args.clock]
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 is float32, as torch's default
     scale = args.scale if args.scale is not None else (1 if args.device == "cuda" else 8)
-    cases = []
-    for group, file in (("cases", "cases.json"), ("models", "model_einsums.json")):
-        if args.case_set in ("all", group):
-            cases += [{**c, "set": group}
-                      for c in json.loads((HERE / file).read_text())["cases"]]
-    if args.pairs:
-        cases = [c for c in cases if len(c["shapes"]) <= 2]
-    wanted = {name for name in args.cases.split(",") if name}
     start = time.perf_counter()
     args.deadline = start + args.max_seconds
     results = []
     for case in cases:
-        if wanted and case["name"] not in wanted:
-            continue
         results.append(run_case(case, scaled(case["shapes"], scale), args))
         print(f"# {case['name']} done ({time.perf_counter() - start:.0f} s)", file=sys.stderr,
               flush=True)

@@ -27,7 +27,7 @@ from einsum_analyze.backends import backend_names
 from einsum_analyze.backends.precision import PRECISIONS, precision_context, precision_dtype
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import TimeLimit, add_time_limit, environment, scaled  # noqa: E402
+from _common import TimeLimit, add_time_limit, environment, scaled, select_cases  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -196,12 +196,11 @@ def main() -> int:
 def run_cases(args: argparse.Namespace) -> dict:
     """Run every wanted case; the results as the JSON file holds them."""
     scale = args.scale if args.scale is not None else (1 if args.device.startswith("cuda") else 8)
-    cases = json.loads((HERE / "cases.json").read_text())["cases"]
-    wanted = {name for name in args.cases.split(",") if name}
+    cases = select_cases(json.loads((HERE / "cases.json").read_text())["cases"], args.cases)
     results = []
     start = time.perf_counter()
     limit = TimeLimit(args.max_seconds)
-    for case in limit.cases(c for c in cases if not wanted or c["name"] in wanted):
+    for case in limit.cases(cases):
         shapes = scaled(case["shapes"], scale)
         dtype = precision_dtype(args.precision, args.dtype)
         report = analyze(case["equation"], shapes, dtype=dtype)

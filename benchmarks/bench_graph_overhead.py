@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import block_seconds, environment  # noqa: E402
+from _common import block_seconds, environment, wanted_names  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -106,19 +106,15 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--calls", type=int, default=100)
     args = parser.parse_args()
+    cases = {c["name"]: c for file in ("cases.json", "model_einsums.json")
+             for c in json.loads((HERE / file).read_text())["cases"]}
+    wanted = wanted_names(args.cases, cases)
     import torch
 
     if not torch.cuda.is_available():
         print("no CUDA device here", file=sys.stderr)
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False
-    cases = {c["name"]: c for file in ("cases.json", "model_einsums.json")
-             for c in json.loads((HERE / file).read_text())["cases"]}
-    wanted = [name for name in args.cases.split(",") if name]
-    unknown = [name for name in wanted if name not in cases]
-    if unknown:
-        print(f"--cases: unknown {', '.join(unknown)}", file=sys.stderr)
-        return 2
     print("Environment: " + json.dumps({**environment("cuda"),
                                          "command": " ".join(["python"] + sys.argv)}))
     for name in wanted:

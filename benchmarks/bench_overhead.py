@@ -119,6 +119,13 @@ def main() -> int:
     parser.add_argument("--cases", default="", help="comma-separated case names (default all)")
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    from _common import environment, select_cases
+
+    cases = [("mm-4x4", "ij,jk->ik", ((4, 4), (4, 4)))]
+    for case in json.loads((HERE / "cases.json").read_text())["cases"]:
+        cases.append((case["name"], case["equation"], capped(case["shapes"], args.cap)))
+    cases = select_cases(cases, args.cases, name=lambda case: case[0])
 
     import torch
 
@@ -128,14 +135,6 @@ def main() -> int:
     scratch = tempfile.TemporaryDirectory()
     if args.before:
         packages.insert(0, load_before(args.before, Path(scratch.name)))
-    cases = [("mm-4x4", "ij,jk->ik", ((4, 4), (4, 4)))]
-    wanted = {name for name in args.cases.split(",") if name}
-    for case in json.loads((HERE / "cases.json").read_text())["cases"]:
-        cases.append((case["name"], case["equation"], capped(case["shapes"], args.cap)))
-    cases = [c for c in cases if not wanted or c[0] in wanted]
-    sys.path.insert(0, str(HERE))
-    from _common import environment
-
     env = environment("cpu")
     print("environment: " + json.dumps(env, sort_keys=True))
     print("microseconds per call, the minimum over rounds"

@@ -158,13 +158,14 @@ def main() -> None:
     device = args.device
     scale = args.scale or (8 if device == "cpu" else 1)
     cases = {c["name"]: c for c in json.loads((HERE / "cases.json").read_text())["cases"]}
+    names = _common.wanted_names(args.cases, cases)
     env = _common.environment(device or "none")
     env["scale"] = scale
     print("environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
     results = []
     limit = _common.TimeLimit(args.max_seconds)
-    for name in limit.cases(args.cases.split(","), name=str.strip):
-        case = cases[name.strip()]
+    for name in limit.cases(names, name=str):
+        case = cases[name]
         shapes = _common.scaled(case["shapes"], scale) if scale > 1 else case["shapes"]
         found = run_case(case, shapes, device, args.repeats)
         print_case(found)

@@ -56,7 +56,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from einsum_analyze import analyze, execute  # noqa: E402
 from einsum_analyze.model.equation import parse_equation  # noqa: E402
-from einsum_analyze.search import floor_bytes  # noqa: E402
+from einsum_analyze.search import OBJECTIVES, floor_bytes  # noqa: E402
 from einsum_analyze.strategies import strategy_names  # noqa: E402
 
 STRATEGIES: list[str] = []
@@ -201,6 +201,49 @@ def _with_inputs(run: dict[str, Any], model_peak: int, input_bytes: int) -> int 
     return int(measured)
 
 
+AT_B_TIME = 1.5
+"""The most a plan at the midpoint budget may take, over the no-budget recommendation."""
+ABOVE = 2**20
+"""Cases whose eager peak is above this are held to the recommendation's peak target."""
+
+
+def target_lines(results: list[dict[str, Any]]) -> list[str]:
+    """The issue's targets, one line each, naming the cases that miss.
+
+    At B: a plan fits wherever one is predicted to, measures within B, and takes at most
+    :data:`AT_B_TIME` times the no-budget recommendation's time. With no budget, the
+    recommendation's measured peak is at most the lower of eager and compiled
+    torch.einsum's, on every case whose eager peak is above :data:`ABOVE`.
+    """
+    fits, slow, peak, checked, held = [], [], [], 0, 0
+    for row in results:
+        at_b, rec = row.get("recommended_at_B"), row["recommended"]
+        if at_b is not None and at_b.get("peak_bytes") is not None:
+            checked += 1
+            if not (at_b.get("fits") and at_b.get("measured_within_budget")):
+                fits.append(row["case"])
+            elif rec.get("time_s") and at_b.get("time_s", 0) > AT_B_TIME * rec["time_s"]:
+                slow.append(f"{row['case']} too slow ({at_b['time_s'] / rec['time_s']:.2f}x)")
+        eager_peak = row["eager"].get("peak_bytes")
+        if eager_peak and eager_peak > ABOVE and rec.get("peak_bytes") is not None:
+            held += 1
+            lowest = min(p for p in (eager_peak, row["compiled"].get("peak_bytes")) if p)
+            if rec["peak_bytes"] > lowest:
+                peak.append(f"{row['case']} ({rec['peak_bytes'] / lowest:.3f}x)")
+    def verdict(count: int, missed: list[str]) -> str:
+        if not count:
+            return "not measured (no measured peaks)"
+        return f"{count - len(missed)} of {count} met" + (
+            "; MISSED: " + ", ".join(missed) if missed else "")
+
+    return [
+        f"target at B (fits, measured <= B, <= {AT_B_TIME}x the recommendation's time): "
+        + verdict(checked, [f"{c} (does not fit)" for c in fits] + slow),
+        "target without a budget (peak <= the lower of eager's and compiled's, above 1 MiB): "
+        + verdict(held, peak),
+    ]
+
+
 def ratio(value: float | None, reference: float | None) -> str:
     if value is None or not reference:
         return "-"
@@ -218,12 +261,16 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--scale", type=int, default=None,
                         help="divide large dimensions (default 1 on cuda, 8 on cpu)")
-    parser.add_argument("--objective", default="flops", choices=["flops", "memory", "balanced"])
+    parser.add_argument("--objective", default="time", choices=tuple(OBJECTIVES),
+                        help="the search's objective (default: time, the tool's own)")
     parser.add_argument("--cases", default=None, help="comma list of case names")
     parser.add_argument("--strategies", default=None,
                         help="strategies to model and search "
                              "(default: reverse, checkpoint, sliced)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="leave compiled torch.einsum out (bench_budgets.py has it under "
+                             "activation_memory_budget)")
     _common.add_time_limit(parser)
     args = parser.parse_args()
 
@@ -233,16 +280,15 @@ def main() -> int:
                      [n for n in ("reverse", "checkpoint", "sliced") if n in strategy_names()])
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     scale = args.scale or (1 if device.startswith("cuda") else 8)
-    cases = json.loads((HERE / "cases.json").read_text())["cases"]
-    if args.cases:
-        wanted = set(args.cases.split(","))
-        cases = [c for c in cases if c["name"] in wanted]
+    cases = _common.select_cases(json.loads((HERE / "cases.json").read_text())["cases"],
+                                 args.cases)
     env = environment(device)
     env["strategies"] = list(STRATEGIES)
     print(json.dumps(env))
     results = []
     limit = _common.TimeLimit(args.max_seconds)
     for case in limit.cases(cases):
+        began = time.perf_counter()
         shapes = scaled(case["shapes"], scale)
         eq = parse_equation(case["equation"], shapes)
         grad = tuple(range(eq.num_operands))
@@ -250,8 +296,8 @@ def main() -> int:
                                "floor_bytes": floor_bytes(eq, grad, 4)}
         row["eager"] = torch_einsum(case["equation"], shapes, device, args.repeats,
                                     args.warmup, compiled=False)
-        row["compiled"] = torch_einsum(case["equation"], shapes, device, args.repeats,
-                                       args.warmup, compiled=True)
+        row["compiled"] = ({"skipped": "--no-compile"} if args.no_compile else torch_einsum(
+            case["equation"], shapes, device, args.repeats, args.warmup, compiled=True))
         p = row["eager"]["peak_bytes"]
         f = row["floor_bytes"]
         b = None if p is None else int(f + 0.5 * (p - f))
@@ -274,7 +320,8 @@ def main() -> int:
                 at_b["run_at_stated_budget"] = again
             row["recommended_at_B"] = at_b
         results.append(row)
-        print(f"done {case['name']}", file=sys.stderr)
+        print(f"done {case['name']} ({time.perf_counter() - began:.1f} s)", file=sys.stderr,
+              flush=True)
 
     headers = ["case", "F MiB", "P MiB", "B MiB", "eager ms", "compiled t", "compiled peak",
                "rec t", "rec peak", "rec@B t", "rec@B peak", "rec@B <= B", "rec@B plan"]
@@ -311,6 +358,8 @@ def main() -> int:
                for key, values in times.items() if values}
     print("geometric mean time over eager: "
           + ", ".join(f"{k} {v:.3f}x" for k, v in summary.items()))
+    for line in target_lines(results):
+        print(line)
     limit.report()
     if args.json:
         Path(args.json).write_text(json.dumps(

@@ -215,9 +215,12 @@ def _analyze_one(
     limit = parse_memory_limit(memory_limit, eq, itemsize)
     plan = plan_contraction(eq, optimize, limit, max_search_s=max_search_s,
                             on_search=on_search)
+    # The forward memory and the inference lowering replay the same events.
+    forward_events = forward_schedule(plan)
+    operand_elements = input_elements(plan)
     forward = simulate_memory(
-        forward_schedule(plan),
-        input_elements=input_elements(plan),
+        forward_events,
+        input_elements=operand_elements,
         output_elements=plan.steps[-1].output_elements,
         itemsize=itemsize,
     )
@@ -267,8 +270,8 @@ def _analyze_one(
             strategy_results.append(result)
             warnings.extend(w for w in result.warnings if w not in warnings)
         inference = simulate_memory(
-            lower_events(forward_schedule(plan), eq.terms, eq.size_dict),
-            input_elements=input_elements(plan),
+            lower_events(forward_events, eq.terms, eq.size_dict),
+            input_elements=operand_elements,
             output_elements=plan.steps[-1].output_elements,
             itemsize=itemsize,
         )

@@ -122,11 +122,13 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
                           cuda_graphs=cuda_graphs)
     compiling = torch.compiler.is_compiling()
     if not compiling:
-        check_options(strategy, budget, optimize)
+        if strategy != "auto" or budget is not None or optimize != "auto":
+            check_options(strategy, budget, optimize)  # the defaults need no check
         if cuda_graphs is not False:
             check_cuda_graphs(cuda_graphs)
-    if len(args) > 2 and type(args[0]) is str:  # the common form, read without a call
-        equation, operands = args[0], args[1:]
+    if len(args) > 1 and type(args[0]) is str and (len(args) > 2
+                                                   or isinstance(args[1], torch.Tensor)):
+        equation, operands = args[0], args[1:]  # the common form, read without a call
     else:
         call = read_call(args)
         if call is None:
@@ -152,23 +154,25 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
                              else t for t in operands)
             dtype = operands[0].dtype
     grad_on = torch.is_grad_enabled()
-    mask: list[bool] = []
-    shapes: list[Any] = []
-    for t in operands:  # one loop: kinds, dtypes, devices, gradients and shapes
+    head = operands[0]  # a tensor of the call's dtype and device: the others are checked
+    mask: list[bool] = [grad_on and head.requires_grad]
+    shapes: list[Any] = [head.shape]
+    for t in operands[1:]:  # one loop: kinds, dtypes, devices, gradients and shapes
         if not isinstance(t, torch.Tensor) or t.dtype is not dtype or t.device != device:
             return TORCH_EINSUM(equation, *given)  # type: ignore[no-any-return]  # torch's way
         mask.append(grad_on and t.requires_grad)
         shapes.append(t.shape)
     if dtype not in DTYPE_NAMES:
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
-    budget_value = NO_BUDGET if budget is None else budget_bytes(budget)
     if EAGER_FAST_PATH and not compiling:
-        # The plan by a key of torch objects: a cache hit converts nothing to text.
-        fast = (equation, strategy, optimize, budget_value, dtype, device, *mask, *shapes)
+        # The plan by a key of torch objects and the options as given: a cache hit
+        # converts nothing to text and parses no budget.
+        fast = (equation, strategy, optimize, budget, dtype, device, *mask, *shapes)
         plan = eager_plan(fast)
         if plan is None:
             plan = plan_eager_call(fast, operands, equation, strategy, optimize,
-                                   budget_value, mask)
+                                   NO_BUDGET if budget is None else budget_bytes(budget),
+                                   mask)
         graphed = cuda_graphs is not False and plan.graphs is not None
         if plan.runs_torch and not graphed:  # no plan of ours is predicted to beat it
             return plan.call_torch(equation, operands)
@@ -183,6 +187,7 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
             if t is not made:
                 return _strided_like_torch(result, equation, operands)
         return result
+    budget_value = NO_BUDGET if budget is None else budget_bytes(budget)
     if traced_runs_torch(equation, tuple(tuple(shape) for shape in shapes), dtype, device,
                          tuple(mask), strategy, optimize, budget_value, compiling):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]

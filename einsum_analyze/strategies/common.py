@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from typing import Any
 
 from ..model.gradients import GradientSpec, unreduce_kind
@@ -316,8 +317,9 @@ def single_step_core(step: Step, position: int, size_dict: Mapping[str, int]) ->
     core_terms = (step.output_term, *(step.input_terms[q] for q in others))
     joint = "".join(dict.fromkeys("".join(core_terms)))
     target = step.input_terms[position]
-    core_output = "".join([char for char in dict.fromkeys(target) if char in joint])
-    summed = "".join([char for char in joint if char not in core_output])
+    # Membership in sets, the loops in C: a large network's terms hold hundreds of labels.
+    core_output = "".join(filter(set(joint).__contains__, dict.fromkeys(target)))
+    summed = "".join(filterfalse(set(core_output).__contains__, joint))
     return Step(
         index=0,
         operands=tuple(range(len(core_terms))),

@@ -10,7 +10,9 @@ a recording wrapper until the scope ends.
 
 ``captured.report()`` analyses every distinct call (the ``--cases`` batch document,
 ranked by each einsum's share of the model's training FLOPs), and ``captured.save(path)``
-writes a cases file that ``einsum-analyze --cases`` reads.
+writes a cases file that ``einsum-analyze --cases`` reads. A call the drop-in does not
+plan (integer or bool operands, operands on several devices: it runs torch.einsum for
+them) is recorded as such, with the reason, and is not analysed.
 
 torch is imported when :func:`capture` is entered, not when this module is imported.
 
@@ -56,8 +58,12 @@ class CapturedCall:
             ``requires_grad``).
         phase: ``"forward"``, or ``"backward"`` for a call made during a backward pass.
         count: How many times it occurred.
-        device: The operands' device (``"cpu"``, ``"cuda:0"``): the drop-in chooses its
-            plan by that device's time profile.
+        device: The device torch.einsum ran the call on, its result's (``"cpu"``,
+            ``"cuda:0"``): the drop-in chooses its plan by that device's time profile.
+        devices: The operands' devices, each once, in operand order (``("cpu", "meta")``
+            where they differ and torch.einsum ran the call all the same).
+        unplanned: Why the drop-in runs torch.einsum for this call without planning it
+            (an integer or bool dtype, operands on several devices), or None.
     """
 
     equation: str
@@ -67,6 +73,8 @@ class CapturedCall:
     phase: Phase
     count: int = 0
     device: str = "cpu"
+    devices: tuple[str, ...] = ("cpu",)
+    unplanned: str | None = None
 
     @property
     def grad(self) -> tuple[int, ...]:
@@ -141,6 +149,13 @@ class RankedEinsum:
         }
 
 
+def _unplanned_entry(name: str, call: CapturedCall) -> dict[str, Any]:
+    """One entry of the batch document's ``not_planned`` section."""
+    return {"name": name, "equation": call.equation, "count": call.count,
+            "phase": call.phase, "dtype": call.dtype, "devices": list(call.devices),
+            "recommended": "torch.einsum", "reason": call.unplanned}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CaptureReport:
     """The captured einsums analysed: a batch report, ranked.
@@ -149,15 +164,24 @@ class CaptureReport:
         batch: The ``--cases`` batch report, cases in rank order (largest FLOP share
             first); a call the analysis refuses is an error entry, last.
         ranking: Each analysed einsum's shares and the recommended plan's saving.
+        not_planned: The calls the drop-in runs through torch.einsum unplanned, by
+            name (:attr:`CapturedCall.unplanned` says why); they are not analysed.
     """
 
     batch: BatchReport
     ranking: tuple[RankedEinsum, ...]
+    not_planned: tuple[tuple[str, CapturedCall], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """The batch document with a ``capture`` section (the ranking)."""
+        """The batch document with a ``capture`` section (the ranking).
+
+        Where some call is not planned, a ``not_planned`` section too.
+        """
         data = self.batch.to_dict()
         data["capture"] = [entry.to_dict() for entry in self.ranking]
+        if self.not_planned:
+            data["not_planned"] = [_unplanned_entry(name, call)
+                                   for name, call in self.not_planned]
         return data
 
 
@@ -173,28 +197,46 @@ class Captured:
         return list(self._calls.values())
 
     def record(self, equation: str, shapes: Sequence[Shape], dtype: str,
-               requires_grad: Sequence[bool], phase: Phase, device: str = "cpu") -> None:
-        """Count one call."""
-        key = (equation, tuple(shapes), dtype, tuple(requires_grad), phase, device)
+               requires_grad: Sequence[bool], phase: Phase, device: str = "cpu",
+               devices: Sequence[str] | None = None, unplanned: str | None = None) -> None:
+        """Count one call (``devices``: the operands', ``(device,)`` where not given)."""
+        on = tuple(devices) if devices is not None else (device,)
+        key = (equation, tuple(shapes), dtype, tuple(requires_grad), phase, device, on)
         call = self._calls.get(key)
         if call is None:
             call = self._calls[key] = CapturedCall(
                 equation=equation, shapes=tuple(shapes), dtype=dtype,
                 requires_grad=tuple(requires_grad), phase=phase, device=device,
+                devices=on, unplanned=unplanned,
             )
         call.count += 1
 
+    def _named(self) -> list[tuple[str, CapturedCall]]:
+        """Every call with its name, ``einsum1``, ``einsum2``, ... in first-seen order."""
+        return [(f"einsum{number}", call) for number, call in enumerate(self.calls, 1)]
+
     def cases(self) -> list[dict[str, Any]]:
-        """The calls as cases-file entries, named ``einsum1``, ``einsum2``, ... in order."""
-        return [call.to_case(f"einsum{number}") for number, call in enumerate(self.calls, 1)]
+        """The planned calls as cases-file entries, each under the report's name.
+
+        A call the drop-in does not plan is not a case.
+        """
+        return [call.to_case(name) for name, call in self._named() if call.unplanned is None]
 
     def save(self, path: str | Path) -> Path:
-        """Write a JSON cases file that ``einsum-analyze --cases PATH`` reads."""
+        """Write a JSON cases file that ``einsum-analyze --cases PATH`` reads.
+
+        It holds the planned calls (:meth:`cases`).
+        """
         target = Path(path)
         if not self._calls:
             raise EinsumAnalyzeError("nothing was captured: no torch.einsum call was made")
+        cases = self.cases()
+        if not cases:
+            raise EinsumAnalyzeError(
+                f"nothing to save: the drop-in plans none of the {len(self._calls)} captured "
+                f"calls ({self.calls[0].unplanned})")
         document = {"about": "torch.einsum calls captured by einsum_analyze.capture()",
-                    "cases": self.cases()}
+                    "cases": cases}
         target.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
         return target
 
@@ -210,8 +252,11 @@ class Captured:
 
         analysed: list[tuple[str, CapturedCall, Report, Any, Any]] = []
         failed: list[CaseOutcome] = []
-        for number, call in enumerate(self.calls, 1):
-            name = f"einsum{number}"
+        unplanned = tuple((name, call) for name, call in self._named()
+                          if call.unplanned is not None)
+        for name, call in self._named():
+            if call.unplanned is not None:
+                continue
             try:
                 choice = _dropin_choice(call, optimize)
                 strategies = tuple(dict.fromkeys(("torch-autograd", choice.result.name)))
@@ -245,7 +290,7 @@ class Captured:
         ranked.sort(key=lambda pair: (-pair[0].flops_share, -pair[0].memory_share))
         outcomes = [CaseOutcome(name=e.name, report=r) for e, r in ranked] + failed
         return CaptureReport(batch=BatchReport(cases=tuple(outcomes)),
-                             ranking=tuple(e for e, _ in ranked))
+                             ranking=tuple(e for e, _ in ranked), not_planned=unplanned)
 
 
 def _dropin_choice(call: CapturedCall, optimize: str) -> Any:
@@ -256,11 +301,16 @@ def _dropin_choice(call: CapturedCall, optimize: str) -> Any:
                          NO_BUDGET, device=call.device)
 
 
-_DTYPE_NAMES: Mapping[str, str] = {
-    "torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float32": "float32",
-    "torch.float64": "float64", "torch.complex64": "complex64",
-    "torch.complex128": "complex128",
-}
+def _unplanned_reason(dtype: str, planned: bool, devices: Sequence[str], ran_on: str
+                      ) -> str | None:
+    """Why the drop-in leaves a call to torch.einsum unplanned (torch.py), or None."""
+    if len(devices) > 1:
+        return (f"operands on {' and '.join(devices)}: the drop-in runs torch.einsum for "
+                f"operands on several devices (it ran the call on {ran_on})")
+    if not planned:
+        return (f"{dtype} operands: the drop-in runs torch.einsum (it plans floating-point "
+                "and complex dtypes only)")
+    return None
 
 
 @contextmanager
@@ -277,8 +327,9 @@ def capture() -> Iterator[Captured]:
     einsums = {torch.einsum, torch.functional.einsum}  # before the scope replaces them
 
     from .calls import read_call
+    from .plans import DTYPE_NAMES
 
-    def record(args: Sequence[Any]) -> None:
+    def record(args: Sequence[Any], result: Any) -> None:
         call = read_call(args)  # every call form torch.einsum reads (sublists too)
         if call is None:
             return
@@ -288,11 +339,15 @@ def capture() -> Iterator[Captured]:
             return
         grad_on = torch.is_grad_enabled()
         in_backward = torch._C._current_graph_task_id() != -1
+        first = tensors[0].dtype
+        dtype = DTYPE_NAMES.get(first, str(first).removeprefix("torch."))
+        devices = tuple(dict.fromkeys(str(t.device) for t in tensors))
+        ran_on = str(result.device) if isinstance(result, torch.Tensor) else devices[0]
         captured.record(
-            equation, [tuple(t.shape) for t in tensors],
-            _DTYPE_NAMES.get(str(tensors[0].dtype), str(tensors[0].dtype)),
+            equation, [tuple(t.shape) for t in tensors], dtype,
             [bool(grad_on and t.requires_grad) for t in tensors],
-            "backward" if in_backward else "forward", str(tensors[0].device),
+            "backward" if in_backward else "forward", ran_on, devices,
+            _unplanned_reason(dtype, first in DTYPE_NAMES, devices, ran_on),
         )
 
     class _Recorder(TorchFunctionMode):
@@ -300,7 +355,7 @@ def capture() -> Iterator[Captured]:
                                kwargs: Mapping[str, Any] | None = None) -> Any:
             result = func(*args, **(kwargs or {}))
             if func in einsums:  # after the call: one torch.einsum refuses is not a call
-                record(args)
+                record(args, result)
             return result
 
     original = torch.functional.einsum
@@ -311,7 +366,7 @@ def capture() -> Iterator[Captured]:
         # call made there (a custom Function's backward) is recorded here instead.
         result = original(*args, **kwargs)
         if torch._C._len_torch_function_stack() == 0:
-            record(args)
+            record(args, result)
         return result
 
     torch.einsum = torch.functional.einsum = einsum

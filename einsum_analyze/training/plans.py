@@ -196,10 +196,12 @@ class DropinPlan:
         (``torch._VF.einsum``). Operands with ``__torch_function__`` go through
         torch.einsum itself.
         """
-        if self.torch_path is not None and not _has_torch_function(operands):
-            return _VF_EINSUM(equation, operands, path=self.torch_path)
-        if len(operands) <= 2 and not _has_torch_function(operands):
-            return _VF_EINSUM(equation, operands)
+        if not _has_torch_function(operands):
+            path = self.torch_path
+            if path is not None:
+                return _VF_EINSUM(equation, operands, path=path)
+            if len(operands) <= 2:
+                return _VF_EINSUM(equation, operands)
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
 
     def run_backward(self, saved: Sequence[Any], seed: Any) -> list[Any]:

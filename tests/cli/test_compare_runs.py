@@ -31,7 +31,7 @@ ARGS = ["bhqd,bhkd,bhkv->bhqv", "--shapes", "2x8x256x64,2x8x256x64,2x8x256x64",
         "--repeats", "20"]
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, scope="module")
 def _one_thread() -> Iterator[None]:
     import torch
 
@@ -50,6 +50,14 @@ def _measure(path: Path) -> dict[str, Any]:
     assert any(run["strategy"] == "torch-autograd" and run["baseline"]
                for run in report["runs"])
     return report
+
+
+@pytest.fixture(scope="module")
+def quiet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One report measured on the machine as it is, the "before" of both comparisons."""
+    path = tmp_path_factory.mktemp("compare_runs") / "quiet.json"
+    _measure(path)
+    return path
 
 
 @contextmanager
@@ -71,9 +79,9 @@ def _compare(before: Path, after: Path) -> Any:
                               catch_exceptions=False)
 
 
-def test_identical_runs_the_second_under_load_do_not_regress(tmp_path: Path) -> None:
-    quiet, loaded = tmp_path / "quiet.json", tmp_path / "loaded.json"
-    _measure(quiet)
+def test_identical_runs_the_second_under_load_do_not_regress(quiet: Path,
+                                                            tmp_path: Path) -> None:
+    loaded = tmp_path / "loaded.json"
     with _busy_cpus():
         _measure(loaded)
     result = _compare(quiet, loaded)
@@ -103,10 +111,9 @@ class _ThreeTimes:
         return self._inner.backward(program, state)
 
 
-def test_a_real_3x_slowdown_of_one_strategy_is_caught(tmp_path: Path,
+def test_a_real_3x_slowdown_of_one_strategy_is_caught(quiet: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    before, after = tmp_path / "before.json", tmp_path / "after.json"
-    _measure(before)
+    before, after = quiet, tmp_path / "after.json"
     original = execution.prepare_strategy
 
     def slower(executor: Any, context: Any, **kwargs: Any) -> Any:

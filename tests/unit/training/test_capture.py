@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from einsum_analyze import capture
+from einsum_analyze.errors import EinsumAnalyzeError
 from einsum_analyze.report import load_schema
 from einsum_analyze.report.cases import parse_cases
 
@@ -166,3 +167,68 @@ def test_a_call_torch_einsum_refuses_is_not_recorded() -> None:
             torch.einsum("ij,jk->ikk", a, b)
     assert [(c.equation, c.dtype, c.count) for c in captured.calls] == [
         ("ij,jk->ik", "float32", 1)]
+
+
+def test_an_integer_einsum_is_recorded_as_run_by_torch_einsum_not_as_a_failure() -> None:
+    # The drop-in plans floating and complex dtypes; integer and bool operands go to
+    # torch.einsum as they are. The report says that, with the reason: not an error.
+    import jsonschema
+
+    ints = torch.arange(12).reshape(3, 4), torch.arange(20).reshape(4, 5)
+    w = torch.randn(3, 4, requires_grad=True)
+    with capture() as captured:
+        torch.einsum("ij,jk->ik", *ints)
+        torch.einsum("ij,jk->ik", w, torch.randn(4, 5))
+    integer, floating = captured.calls
+    assert integer.dtype == "int64"
+    assert integer.unplanned is not None and integer.unplanned.startswith("int64 operands: ")
+    assert floating.unplanned is None
+    report = captured.report()
+    assert report.batch.has_errors is False
+    assert [e.call.equation for e in report.ranking] == ["ij,jk->ik"]
+    assert report.ranking[0].call is floating
+    assert report.not_planned == (("einsum1", integer),)
+    document = report.to_dict()
+    assert [case["name"] for case in document["cases"]] == ["einsum2"]
+    assert document["not_planned"] == [{
+        "name": "einsum1", "equation": "ij,jk->ik", "count": 1, "phase": "forward",
+        "dtype": "int64", "devices": ["cpu"], "recommended": "torch.einsum",
+        "reason": integer.unplanned}]
+    jsonschema.Draft202012Validator(load_schema()).validate(document)
+    assert [case["name"] for case in captured.cases()] == ["einsum2"]
+
+
+def test_what_the_dropin_does_with_an_integer_call_is_torch_einsum() -> None:
+    from einsum_analyze.torch import einsum
+
+    a, b = torch.arange(6).reshape(2, 3), torch.arange(12).reshape(3, 4)
+    result = einsum("ij,jk->ik", a, b)
+    assert result.dtype == torch.int64 and torch.equal(result, torch.einsum("ij,jk->ik", a, b))
+
+
+def test_a_call_on_two_devices_that_torch_einsum_runs_names_both() -> None:
+    # torch.einsum runs a cpu operand with a meta one; the drop-in leaves operands on
+    # several devices to it. The call is recorded with both devices, and where it ran.
+    a, b = torch.randn(2, 3), torch.randn(3, 4, device="meta")
+    a_meta, b_cpu = torch.randn(2, 3, device="meta"), torch.randn(3, 4)
+    with capture() as captured:
+        ran_on = [torch.einsum("ij,jk->ik", a, b).device,
+                  torch.einsum("ij,jk->ik", a_meta, b_cpu).device]
+    first, second = captured.calls
+    assert (first.devices, second.devices) == (("cpu", "meta"), ("meta", "cpu"))
+    assert [first.device, second.device] == [str(device) for device in ran_on]
+    assert first.unplanned is not None
+    assert first.unplanned == ("operands on cpu and meta: the drop-in runs torch.einsum for "
+                               f"operands on several devices (it ran the call on {ran_on[0]})")
+    report = captured.report()
+    assert report.ranking == () and not report.batch.has_errors
+    assert report.not_planned == (("einsum1", first), ("einsum2", second))
+    with pytest.raises(EinsumAnalyzeError, match="plans none of the 2 captured calls"):
+        captured.save(Path("/nonexistent/never-written.json"))
+
+
+def test_a_call_on_two_devices_that_torch_einsum_refuses_is_not_recorded() -> None:
+    with capture() as captured:
+        with pytest.raises(RuntimeError, match="device"):
+            torch.einsum("ij,->ij", torch.randn(2, 3, device="meta"), torch.tensor(2.0))
+    assert captured.calls == []

@@ -253,6 +253,30 @@ def test_a_plan_dropped_from_the_cache_is_planned_again_on_the_eager_path() -> N
     assert dropin.cache_info()[:2] == (0, 1)
 
 
+def test_a_budget_given_two_ways_finds_one_plan_and_a_bad_one_still_raises() -> None:
+    # A hit keys the budget as given (no parse per call); its bytes key the plan.
+    dropin.clear_cache()
+    a, b = torch.randn(6, 5, requires_grad=True), torch.randn(5, 4, requires_grad=True)
+    want = einsum("ij,jk->ik", a, b, budget="1GiB")
+    again = einsum("ij,jk->ik", a, b, budget=2**30)
+    assert torch.equal(want, again)
+    assert dropin.cache_info()[1:3] == (1, 1)  # misses, plans held
+    einsum("ij,jk->ik", a, b, budget="1GiB")
+    assert dropin.cache_info()[:2] == (2, 1)  # hits, misses
+    for bad in ("abc", 0, -3):
+        with pytest.raises(dropin.DropinValueError, match="budget"):
+            einsum("ij,jk->ik", a, b, budget=bad)
+
+
+@pytest.mark.parametrize("form", ["tensor", "list"])
+def test_one_operand_calls_read_in_both_forms(form: str) -> None:
+    x = torch.randn(4, 4, requires_grad=True)
+    got = einsum("ii->i", x) if form == "tensor" else einsum("ii->i", [x])
+    (grad,) = torch.autograd.grad(got.sum(), x)
+    torch.testing.assert_close(got, torch.diagonal(x))
+    torch.testing.assert_close(grad, torch.eye(4))
+
+
 def test_the_cache_is_thread_safe() -> None:
     dropin.clear_cache()
     errors: list[BaseException] = []
