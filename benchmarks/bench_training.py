@@ -268,6 +268,9 @@ def main() -> int:
                         help="strategies to model and search "
                              "(default: reverse, checkpoint, sliced)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="leave compiled torch.einsum out (bench_budgets.py has it under "
+                             "activation_memory_budget)")
     _common.add_time_limit(parser)
     args = parser.parse_args()
 
@@ -285,6 +288,7 @@ def main() -> int:
     results = []
     limit = _common.TimeLimit(args.max_seconds)
     for case in limit.cases(cases):
+        began = time.perf_counter()
         shapes = scaled(case["shapes"], scale)
         eq = parse_equation(case["equation"], shapes)
         grad = tuple(range(eq.num_operands))
@@ -292,8 +296,8 @@ def main() -> int:
                                "floor_bytes": floor_bytes(eq, grad, 4)}
         row["eager"] = torch_einsum(case["equation"], shapes, device, args.repeats,
                                     args.warmup, compiled=False)
-        row["compiled"] = torch_einsum(case["equation"], shapes, device, args.repeats,
-                                       args.warmup, compiled=True)
+        row["compiled"] = ({"skipped": "--no-compile"} if args.no_compile else torch_einsum(
+            case["equation"], shapes, device, args.repeats, args.warmup, compiled=True))
         p = row["eager"]["peak_bytes"]
         f = row["floor_bytes"]
         b = None if p is None else int(f + 0.5 * (p - f))
@@ -316,7 +320,8 @@ def main() -> int:
                 at_b["run_at_stated_budget"] = again
             row["recommended_at_B"] = at_b
         results.append(row)
-        print(f"done {case['name']}", file=sys.stderr)
+        print(f"done {case['name']} ({time.perf_counter() - began:.1f} s)", file=sys.stderr,
+              flush=True)
 
     headers = ["case", "F MiB", "P MiB", "B MiB", "eager ms", "compiled t", "compiled peak",
                "rec t", "rec peak", "rec@B t", "rec@B peak", "rec@B <= B", "rec@B plan"]

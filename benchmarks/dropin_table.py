@@ -11,16 +11,23 @@ RUNS = ("torch", "torch-again", "torch-compiled", "oe-expr", "ours", "ours-compi
 
 
 def auto_verdict(result: dict[str, Any]) -> str:
-    """Whether ``"auto"`` chose right on one case: graphs where ``ours-graphs`` measured
-    faster than ``ours`` (the eager call, torch.einsum's where the plan runs it)."""
+    """Whether ``"auto"`` chose right on one case, against the measured runs.
+
+    Replaying is right where ``ours-graphs`` measured faster than ``ours`` (the eager
+    call, torch.einsum's where the plan runs it); staying eager is right where the graphs
+    measured above the choice's margin of it (``TIME_MARGIN``, 0.9: auto asks for a gain
+    of a tenth before it holds graph memory between calls).
+    """
+    from einsum_analyze.training.choice import TIME_MARGIN
+
     line = result["choice"].get("auto_graphs") or ""
     runs = result["runs"]
     if not line or "seconds" not in runs["ours-graphs"] or "seconds" not in runs["ours"]:
         return ""
     engaged = line.startswith("replays")
-    faster = runs["ours-graphs"]["seconds"] < runs["ours"]["seconds"]
     ratio = runs["ours-graphs"]["seconds"] / runs["ours"]["seconds"]
-    return (f"{'right' if engaged == faster else 'WRONG'}: auto "
+    right = ratio <= 1.0 if engaged else ratio >= TIME_MARGIN
+    return (f"{'right' if right else 'WRONG'}: auto "
             f"{'replays' if engaged else 'stays eager'}, ours-graphs/ours {ratio:.2f}")
 
 

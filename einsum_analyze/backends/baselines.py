@@ -99,7 +99,7 @@ def prepare_baseline(
     """
     import torch
 
-    from .torch_backend import CPU_BASIS, CUDA_BASIS, allocator_peak_cpu
+    from .torch_backend import CPU_BASIS, CUDA_BASIS, allocator_peak_cpu, emptied_cache
 
     grad = context.grad
     device = context.device
@@ -138,6 +138,7 @@ def prepare_baseline(
             index = torch.device(device).index or 0
             once()  # lazily created library handles belong to the baseline
             context.fence()
+            emptied_cache()  # as for our plans: blocks carved from fresh segments
             torch.cuda.reset_peak_memory_stats(index)
             base = torch.cuda.memory_allocated(index)
             grads = once()

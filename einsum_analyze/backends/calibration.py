@@ -43,8 +43,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..roofline.host import CUDA_DISPATCH_S, HostCosts
+from ..roofline.host import HostCosts
 from ..roofline.profiles import DeviceProfile, nominal_profile
+from .timing import paused_collection
 
 __all__ = ["BLOCKS", "LAUNCH_BLOCKS", "LAUNCH_CALLS", "Calibration", "calibrate",
            "calibrated_profile", "clear_cache", "device_profile", "kernel_times"]
@@ -197,11 +198,12 @@ def _per_kernel(call: Callable[[], Any], fence: Callable[[], None],
     fence()
     blocks = []
     for _ in range(LAUNCH_BLOCKS):
-        start = clock()
-        for _ in range(LAUNCH_CALLS):
-            call()
-        fence()
-        blocks.append((clock() - start) / LAUNCH_CALLS)
+        with paused_collection():
+            start = clock()
+            for _ in range(LAUNCH_CALLS):
+                call()
+            fence()
+            blocks.append((clock() - start) / LAUNCH_CALLS)
     return max(sorted(blocks)[len(blocks) // 2], 1e-9)
 
 
@@ -210,23 +212,23 @@ def _per_call(call: Callable[[], Any], fence: Callable[[], None], clock: Clock,
     """Best seconds per call over :data:`BLOCKS` blocks of at least ``block_s`` each."""
     call()
     fence()
-    calls, elapsed = 1, 0.0
+    def block(calls: int) -> float:
+        with paused_collection():
+            start = clock()
+            for _ in range(calls):
+                call()
+            fence()
+            return clock() - start
+
+    calls = 1
     while True:  # grow the block until it is long enough to time
-        start = clock()
-        for _ in range(calls):
-            call()
-        fence()
-        elapsed = clock() - start
+        elapsed = block(calls)
         if elapsed >= block_s or calls >= 4096:
             break
         calls *= 4
     best = elapsed / calls
     for _ in range(BLOCKS - 1):
-        start = clock()
-        for _ in range(calls):
-            call()
-        fence()
-        best = min(best, (clock() - start) / calls)
+        best = min(best, block(calls) / calls)
     return max(best, 1e-9)
 
 
@@ -351,8 +353,6 @@ def calibrate(device: str, dtype: str) -> Calibration:
     )
     # The host's costs beyond the kernels as these figures price them.
     host = host_costs(device, dtype, fence, clock, kernels.profile())
-    if is_cuda:  # fitted, not measured (roofline/host.py)
-        host = replace(host, dispatch_s=CUDA_DISPATCH_S)
     found = replace(kernels, host=host, seconds=time.perf_counter() - start)
     _CACHE[key] = found
     return found

@@ -3,8 +3,10 @@
 The time model prices a step's kernels by their work; the Python around them costs the
 same at every size (:mod:`einsum_analyze.roofline.host`). It is measured on chains of
 ``n`` tiny matrices (2 x 2, ``ab,bc,cd,...``), where the kernels cost next to nothing,
-and the time model's own price of those kernels on the device's calibrated kernel classes
-is taken away, so that the model charges each second once:
+and the time model's own price of those kernels is taken away (on the cpu their seconds
+on the device's calibrated kernel classes; on a GPU, whose host only queues them, their
+dispatch at ``launch_s`` each, the price the model's host side of a phase charges), so
+that the model charges each second once:
 
 - our executor: the chain's steps, compiled (:func:`.torch_kernels.compile_schedule`)
   and run as a run runs them (:func:`.torch_backend.run_compiled`), at 2 and
@@ -13,19 +15,24 @@ is taken away, so that the model charges each second once:
   every term (:data:`WIDE`: rank 8, each step moves them around its product), whose
   excess over the plain one is the cost per label of a step's terms; and a schedule of
   :data:`MIXED_KINDS` steps of as many kinds (:func:`mixed`), whose excess over as many
-  chain steps is the cost per kind of step beyond the first;
+  chain steps (products all) is the cost per kind of step other than a product; the
+  backward call's own cost, beyond its steps', comes from a real one (:func:`pair_reverse`,
+  reverse mode on two matrices), timed as runs time theirs: after its forward's block;
 - torch.einsum under autograd, as the ``torch-autograd`` baseline runs it (fresh leaves
   that require gradients, ``torch.einsum``, ``torch.autograd.grad``), at each length of
   :data:`TORCH_CHAINS`: the forward call's seconds at each number of operands
-  (``torch_forward``: torch's path search grows with them), and a line through the
-  backward call's seconds against its gradient contractions (``torch_backward_s`` plus
-  ``torch_node_s`` each).
+  (``torch_forward``: torch's path search grows with them), and the backward call's
+  seconds at each number of gradient contractions (``torch_backward``, none above a
+  later point's: :func:`_never_above_later`; a line through them too,
+  ``torch_backward_s`` plus ``torch_node_s`` each, for a caller that prices one call by
+  them).
 
 Every call is timed as runs time theirs (:mod:`.timing`), all of them side by side in
 :data:`HOST_ROUNDS` rounds (:func:`.timing.measure_interleaved`): a forward in blocks of
-calls, warm; a backward one call a block after its setup, cold, after the other timers'
-blocks (our executor's backward steps are timed as the chain's steps one call a block).
-The median of each timer's blocks counts, on the calibration's clock.
+calls, warm; a backward one call a block after its setup, cold, after other blocks:
+torch's after its own forward's block, as a run's; our executor's backward steps, timed
+as the chain's steps one call a block, after torch's backward call. The median of each
+timer's blocks counts, on the calibration's clock.
 
 torch is imported inside the functions: importing this module costs nothing.
 """
@@ -43,10 +50,10 @@ from ..model.schedule import Event, Operation
 from ..roofline.host import HostCosts
 from ..roofline.profiles import DeviceProfile
 from ..roofline.steps import step_costs
-from ..roofline.time_model import kernel_seconds
+from ..roofline.time_model import host_kernel_seconds
 
 __all__ = ["BLOCK_S", "EXECUTOR_CHAIN", "HOST_ROUNDS", "MIXED_KINDS", "TORCH_CHAINS", "WIDE",
-           "chain", "host_costs", "mixed"]
+           "chain", "host_costs", "mixed", "pair_reverse"]
 
 EXECUTOR_CHAIN = 9
 """Matrices of the longer executor chain (8 steps; the shorter has 2 matrices, 1 step)."""
@@ -133,10 +140,75 @@ def mixed() -> tuple[list[str], tuple[Event, ...], dict[str, int]]:
     return ["ab", "bc"], tuple(events), sizes
 
 
+def pair_reverse() -> tuple[list[str], tuple[Event, ...], dict[str, int]]:
+    """Reverse mode on ``ab,bc->ac`` (2 x 2), both gradients: terms, events, sizes.
+
+    The schedule the ``reverse`` strategy makes for it: one forward product, the seed,
+    each operand's gradient product.
+
+    Example:
+        >>> [(e.phase, e.op, e.equation) for e in pair_reverse()[1] if e.kind == "alloc"]
+        ... # doctest: +NORMALIZE_WHITESPACE
+        [('forward', 'contract', 'ab,bc->ac'), ('backward', 'seed', '->ac'),
+         ('backward', 'contract', 'ac,bc->ab'), ('backward', 'contract', 'ab,ac->bc')]
+    """
+    elements = _SIDE * _SIDE
+    flops = 2 * _SIDE * elements
+    events = (Event("alloc", "x2", elements, "forward", op="contract", inputs=("in0", "in1"),
+                    equation="ab,bc->ac", flops=flops),
+              Event("alloc", "g2", elements, "backward", op="seed", equation="->ac"),
+              Event("alloc", "d0", elements, "backward", op="contract", inputs=("g2", "in1"),
+                    equation="ac,bc->ab", flops=flops),
+              Event("alloc", "d1", elements, "backward", op="contract", inputs=("in0", "g2"),
+                    equation="ab,ac->bc", flops=flops),
+              Event("free", "g2", elements, "backward"))
+    return ["ab", "bc"], events, dict.fromkeys("abc", _SIDE)
+
+
+def _executor_backward(device: str, torch_dtype: Any) -> tuple[
+        Callable[[], Any], Callable[[], Any], Callable[[Any], Any], tuple[Event, ...],
+        dict[str, int]]:
+    """Our executor's forward, a backward's setup and the backward call of :func:`pair_reverse`.
+
+    As runs run them (:mod:`.runners`): the setup runs the forward and hands a fresh
+    upstream gradient over; its lowered events and sizes come too.
+    """
+    import torch
+
+    from .torch_backend import run_compiled
+    from .torch_kernels import compile_schedule
+
+    terms, events, sizes = pair_reverse()
+    lowered = lower_events(events, terms, sizes, cache={})
+    compiled = compile_schedule(lowered, sizes)
+    operands = [torch.ones([sizes[c] for c in term], dtype=torch_dtype, device=device)
+                for term in terms]
+    upstream = torch.ones(_SIDE, _SIDE, dtype=torch_dtype, device=device)
+
+    def forward() -> Any:
+        return run_compiled(compiled.forward, {f"in{k}": t for k, t in enumerate(operands)})
+
+    def setup() -> Any:
+        state = forward()
+        state["upstream"] = upstream.clone()
+        return state
+
+    def backward(state: Any) -> Any:
+        return run_compiled(compiled.backward, state)
+
+    return forward, setup, backward, lowered, sizes
+
+
 def _kernels_s(events: Sequence[Event], sizes: dict[str, int], itemsize: int,
                profile: DeviceProfile, dtype: str) -> float:
-    """The time model's seconds of the events' kernels alone."""
-    return sum(kernel_seconds(step, profile, dtype)
+    """The time model's price of the events' kernels on the host's side of a phase.
+
+    Their seconds on the cpu, their dispatch on a GPU
+    (:func:`~einsum_analyze.roofline.time_model.host_kernel_seconds`): a chain of tiny
+    steps is bound by the host there, and what is left is what the model charges beside
+    that price.
+    """
+    return sum(host_kernel_seconds(step, profile, dtype)
                for step in step_costs(events, sizes, itemsize))
 
 
@@ -187,6 +259,24 @@ def _torch_calls(device: str, torch_dtype: Any, n: int) -> tuple[
         return torch.autograd.grad(result, leaves, upstream)
 
     return forward, setup, backward
+
+
+def _never_above_later(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Ascending ``(count, seconds)`` points, each at most every later point's seconds.
+
+    A backward call of fewer gradient contractions does less than one of more, so it
+    costs no more; where it measured more, its call met a cold cache (a call timed alone
+    after other code meets one now and then, and in rounds that run alike it meets it
+    every round), and the later point's figure stands in.
+
+    Example:
+        >>> _never_above_later([(2, 9e-4), (4, 4e-4), (6, 5e-4)])
+        [(2, 0.0004), (4, 0.0004), (6, 0.0005)]
+    """
+    out: list[tuple[float, float]] = []
+    for count, seconds in reversed(points):
+        out.append((count, min(seconds, out[-1][1]) if out else seconds))
+    return out[::-1]
 
 
 def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
@@ -243,24 +333,37 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
     executor_steps = {key: step_costs(events, sizes, itemsize)
                       for key, (_, events, sizes) in executor.items()}
     order = ("short", "long", "wide", "mixed")
-    # Each timer follows the one before it in every round, so a backward call (one a
-    # block) follows another code's forward block, as a run's backward follows its
-    # forward's: our executor's after torch.einsum's, torch's after our executor's.
-    timers: list[Timer] = []
-    roles: list[tuple[str, str, float]] = []  # what each timer times, its kernels' seconds
+    # Each timer follows the one before it in every round. torch's backward call follows
+    # its own forward's block, as a run's backward follows its forward's (after our
+    # executor's block instead, it cost 1.5 times as much on the 2-core cpu). Our
+    # executor's "backward", a chain's steps run once, follows another code's, torch's
+    # backward call: after its own forward's block it would be warm, where a run's
+    # backward runs steps its forward's block did not.
+    # A run's backward call, as runs time it: after its own forward's block.
+    pair_forward, pair_setup, pair_backward, pair_events, pair_sizes = \
+        _executor_backward(device, torch_dtype)
+    pair_steps = [step for step in step_costs(pair_events, pair_sizes, itemsize)
+                  if step.phase == "backward"]
+    timers: list[Timer] = [timer(pair_forward),
+                           timer(pair_forward, setup=pair_setup, then=pair_backward)]
+    roles: list[tuple[str, str, float]] = [  # what each timer times, its kernels' seconds
+        ("executor forward", "pair", 0.0),
+        ("executor backward call", "pair",
+         sum(host_kernel_seconds(step, profile, dtype) for step in pair_steps))]
     for k, n in enumerate(TORCH_CHAINS):
         _, _, events, sizes = chain(n)
         # The chain's steps, not lowered: the time model prices them as torch.einsum's.
         step_kernel = _kernels_s(events, sizes, itemsize, profile, dtype) / (n - 1)
         forward, setup, backward = _torch_calls(device, torch_dtype, n)
         cold, warm = order[k % len(order)], order[(k + 1) % len(order)]
-        timers += [timer(forward), timer(executor[cold][0], setup=lambda: None),
-                   timer(executor[warm][0]), timer(forward, setup=setup, then=backward)]
+        timers += [timer(executor[warm][0]), timer(forward),
+                   timer(forward, setup=setup, then=backward),
+                   timer(executor[cold][0], setup=lambda: None)]
         # Every matrix's gradient: two gradient contractions per pairwise step.
-        roles += [("torch forward", str(n), (n - 1) * step_kernel),
-                  ("executor backward", cold, executor_kernels[cold]),
-                  ("executor forward", warm, executor_kernels[warm]),
-                  ("torch backward", str(n), 2 * (n - 1) * step_kernel)]
+        roles += [("executor forward", warm, executor_kernels[warm]),
+                  ("torch forward", str(n), (n - 1) * step_kernel),
+                  ("torch backward", str(n), 2 * (n - 1) * step_kernel),
+                  ("executor backward", cold, executor_kernels[cold])]
     measured = measure_interleaved(timers, repeats=HOST_ROUNDS)
     pooled: dict[tuple[str, str], list[float]] = {}
     for m, (role, key, kernel_s) in zip(measured, roles, strict=True):
@@ -268,7 +371,7 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
     left = {key: statistics.median(values) for key, values in pooled.items()}
 
     def executor_costs(phase: str) -> tuple[float, float, float, float]:
-        """Per step, per label, per run and per kind of step beyond the first."""
+        """Per step, per label, per run and per kind of step other than a product."""
         found = {key: left[(f"executor {phase}", key)] for key in order}
         steps = {key: len(costs) for key, costs in executor_steps.items()}
         labels = {key: sum(step.labels for step in costs)
@@ -285,15 +388,20 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
         return step, label, run, max(0.0, kind)
 
     forward_step_s, forward_label_s, forward_run_s, forward_kind_s = executor_costs("forward")
-    backward_step_s, backward_label_s, backward_run_s, backward_kind_s = \
-        executor_costs("backward")
+    backward_step_s, backward_label_s, _, backward_kind_s = executor_costs("backward")
+    # The backward call's own cost: the pair's real backward call (its seed, its two
+    # products, the free) beyond its steps' own costs.
+    backward_run_s = max(0.0, left[("executor backward call", "pair")] - sum(
+        backward_step_s + step.labels * backward_label_s for step in pair_steps))
     forward_points = [(float(n), max(1e-9, left[("torch forward", str(n))]))
                       for n in TORCH_CHAINS]
-    backward_call_s, node_s = _line([(2.0 * (n - 1), left[("torch backward", str(n))])
-                                     for n in TORCH_CHAINS])
+    backward_points = _never_above_later([(2.0 * (n - 1),
+                                           max(1e-9, left[("torch backward", str(n))]))
+                                          for n in TORCH_CHAINS])
+    backward_call_s, node_s = _line(backward_points)
     return HostCosts(forward_step_s=forward_step_s, backward_step_s=backward_step_s,
                      forward_run_s=forward_run_s, backward_run_s=backward_run_s,
                      forward_kind_s=forward_kind_s, backward_kind_s=backward_kind_s,
                      forward_label_s=forward_label_s, backward_label_s=backward_label_s,
                      torch_forward=tuple(forward_points), torch_node_s=node_s,
-                     torch_backward_s=backward_call_s)
+                     torch_backward_s=backward_call_s, torch_backward=tuple(backward_points))

@@ -6,19 +6,23 @@ by side.
 
 Setup stays out of the timed block. Calls that need a fresh state each time (a backward
 pass needs a forward pass first) are timed one call a block, with the setup done and
-fenced before the clock starts. The clock and the fence are parameters so that tests
-can inject a deterministic fake.
+fenced before the clock starts. Python's garbage collector is paused inside each timed
+block, as :mod:`timeit` does (:func:`paused_collection`). The clock and the fence are
+parameters so that tests can inject a deterministic fake.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Measurement", "Timer", "measure", "measure_interleaved", "prepare"]
+__all__ = ["Measurement", "Timer", "measure", "measure_interleaved", "paused_collection",
+           "prepare"]
 
 NOISY = 0.10
 """IQR over median at or above which a measurement is flagged as noisy."""
@@ -129,14 +133,36 @@ class Timer:
 
 
 def _one_block(timer: Timer, calls: int) -> float:
-    states = ([timer.setup() for _ in range(calls)] if timer.setup is not None
-              else [None] * calls)
-    timer.fence()
-    start = timer.clock()
-    for state in states:
-        timer.call(state)
-    timer.fence()
-    return timer.clock() - start
+    with paused_collection():  # a collection in the setup would evict the call's caches
+        states = ([timer.setup() for _ in range(calls)] if timer.setup is not None
+                  else [None] * calls)
+        timer.fence()
+        start = timer.clock()
+        for state in states:
+            timer.call(state)
+        timer.fence()
+        return timer.clock() - start
+
+
+@contextlib.contextmanager
+def paused_collection() -> Iterator[None]:
+    """Python's cyclic garbage collector paused inside (as :mod:`timeit` does).
+
+    A collection is the process's, not the timed call's: it runs when the process has
+    allocated enough, so in rounds that allocate alike it falls on the same timer's
+    block every round, and a median keeps it. Run in a block's setup, it also leaves
+    the call that follows cold: it walks every object of the process. (The host
+    calibration's backward call of the two-matrix chain took twice the four-matrix
+    one's that way on the 2-core cpu.) :func:`measure_interleaved` pauses it over all
+    its rounds, after a collection.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def prepare(
@@ -189,10 +215,12 @@ def measure_interleaved(timers: Sequence[Timer], *, repeats: int) -> tuple[Measu
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
     blocks: list[list[float]] = [[] for _ in timers]
-    for round_ in range(repeats):
-        for offset in range(len(timers)):
-            index = (round_ + offset) % len(timers)
-            blocks[index].append(timers[index].block())
+    gc.collect()
+    with paused_collection():
+        for round_ in range(repeats):
+            for offset in range(len(timers)):
+                index = (round_ + offset) % len(timers)
+                blocks[index].append(timers[index].block())
     return tuple(
         Measurement(block_times_s=tuple(times), calls_per_block=timer.calls_per_block,
                     warmup_calls=timer.warmup_calls, fence=timer.fence_name)

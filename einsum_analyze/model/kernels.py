@@ -14,7 +14,7 @@ Everything here works on labels and sizes; no arrays.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from itertools import filterfalse
 from typing import Any, NamedTuple
 
@@ -94,7 +94,7 @@ def _blocks(order: tuple[str, ...], first: tuple[str, ...], second: tuple[str, .
     return order[n3:] == second and order[n1:n3] == third
 
 
-def _elements(labels: Sequence[str], sizes: Mapping[str, int]) -> int:
+def _elements(labels: Iterable[str], sizes: Mapping[str, int]) -> int:
     return math.prod(map(sizes.__getitem__, labels))
 
 
@@ -125,7 +125,9 @@ class _Roles(NamedTuple):
 
     ``private_a`` and ``private_b``: summed away before the product; ``contracted``: in
     both inputs, not in the output; ``batch``, ``left``, ``right``: in the output and in
-    both inputs, in A only, in B only.
+    both inputs, in A only, in B only. ``a_kept`` and ``b_kept``: the elements of each
+    input's labels less its private ones (what the product reads of an input whose
+    memory holds all its labels, and what a copy of it holds).
     """
 
     a: frozenset[str]
@@ -137,6 +139,8 @@ class _Roles(NamedTuple):
     batch: frozenset[str]
     left: frozenset[str]
     right: frozenset[str]
+    a_kept: int
+    b_kept: int
 
 
 def _roles(a_dims: str, b_dims: str, output: str, sizes: Mapping[str, int],
@@ -148,8 +152,10 @@ def _roles(a_dims: str, b_dims: str, output: str, sizes: Mapping[str, int],
         a = _above_one(a_dims, sizes, memo)
         b = _above_one(b_dims, sizes, memo)
         big = _above_one(output, sizes, memo)
-        found = _Roles(a, b, big, a - b - big, b - a - big, (a & b) - big, big & a & b,
-                       big & a - b, big & b - a)
+        private_a, private_b = a - b - big, b - a - big
+        found = _Roles(a, b, big, private_a, private_b, (a & b) - big, big & a & b,
+                       big & a - b, big & b - a, _elements(a - private_a, sizes),
+                       _elements(b - private_b, sizes))
         if memo is not None:
             memo[key] = found
     return found
@@ -157,13 +163,19 @@ def _roles(a_dims: str, b_dims: str, output: str, sizes: Mapping[str, int],
 
 def _within(order: Sequence[str], labels: Collection[str]) -> tuple[str, ...]:
     """The labels of ``order`` that are in ``labels`` (a set), in order."""
+    if not labels:  # often so (a product without batch labels): no filter to run
+        return ()
     return tuple(filter(labels.__contains__, order))
 
 
 def _prepare(
-    layout: Layout, private: Collection[str], sizes: Mapping[str, int]
+    layout: Layout, private: Collection[str], sizes: Mapping[str, int],
+    kept: int | None = None,
 ) -> tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...], int]:
-    """Sum away ``private`` labels; returns (order, dense, reduce, keep, workspace)."""
+    """Sum away ``private`` labels; returns (order, dense, reduce, keep, workspace).
+
+    ``kept``: the elements of the labels kept, where known (:attr:`_Roles.a_kept`).
+    """
     order, dense = layout.memory, layout.dense
     if not private:  # the usual case: nothing to sum
         return order, dense, (), (), 0
@@ -171,7 +183,7 @@ def _prepare(
     if not reduce:
         return order, dense, (), (), 0
     keep = tuple(filterfalse(private.__contains__, order))
-    return keep, True, reduce, keep, _elements(keep, sizes)
+    return keep, True, reduce, keep, _elements(keep, sizes) if kept is None else kept
 
 
 _Prepared = tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...], int]
@@ -179,25 +191,31 @@ _Prepared = tuple[tuple[str, ...], bool, tuple[str, ...], tuple[str, ...], int]
 
 def _prepare_pair(
     layouts: Sequence[Layout], roles: _Roles, sizes: Mapping[str, int],
-) -> tuple[_Prepared, _Prepared, list[int], frozenset[str]]:
+) -> tuple[_Prepared, _Prepared, list[int], frozenset[str], tuple[int, int] | None]:
     """Both inputs of a product, each summed over its private labels (:func:`_prepare`).
 
-    Returns each input's preparation, the workspace of the sums and the contracted labels.
+    Returns each input's preparation, the workspace of the sums, the contracted labels,
+    and the elements each input's order holds where the memory of both holds all their
+    labels (as a rule; None otherwise): then every group the product forms is the
+    terms' own, and a copy of an input holds its order's elements.
     """
     a_layout, b_layout = layouts
-    a_prep = _prepare(a_layout, roles.private_a, sizes)
-    b_prep = _prepare(b_layout, roles.private_b, sizes)
+    # An input's memory holds all its labels (as a rule): the terms' labels say what
+    # its order keeps. Otherwise its memory order does.
+    a_whole = len(a_layout.memory) == len(roles.a)
+    b_whole = len(b_layout.memory) == len(roles.b)
+    a_prep = _prepare(a_layout, roles.private_a, sizes, roles.a_kept if a_whole else None)
+    b_prep = _prepare(b_layout, roles.private_b, sizes, roles.b_kept if b_whole else None)
     # Explicit tests rather than a comprehension: this runs for every kernel chosen.
     workspace = [a_prep[4]] if a_prep[4] else []
     if b_prep[4]:
         workspace.append(b_prep[4])
-    # The first input's memory holds all its labels (as a rule): its contracted labels
-    # are the terms'. Otherwise those of its memory order.
-    if len(a_layout.memory) == len(roles.a):
+    if a_whole:
         contracted = roles.contracted
     else:
         contracted = frozenset(a_prep[0]) & roles.b - roles.out
-    return a_prep, b_prep, workspace, contracted
+    known = (roles.a_kept, roles.b_kept) if a_whole and b_whole else None
+    return a_prep, b_prep, workspace, contracted, known
 
 
 def lower_contraction(
@@ -249,7 +267,7 @@ def _lower_contraction(
         return Kernel(kind="copy", inputs=(prep,), out_order=kept)
 
     roles = _roles(layouts[0].dims, layouts[1].dims, output, sizes, above)
-    a_prep, b_prep, workspace, contracted_set = _prepare_pair(layouts, roles, sizes)
+    a_prep, b_prep, workspace, contracted_set, known = _prepare_pair(layouts, roles, sizes)
     a_order, a_dense, a_reduce, a_keep, _ = a_prep
     b_order, b_dense, b_reduce, b_keep, _ = b_prep
     left = _within(a_order, roles.left)
@@ -274,7 +292,7 @@ def _lower_contraction(
     # Take the batch and contracted orders from one input or the other, whichever
     # leaves less to copy (the larger input on a tie). Written out rather than as a
     # loop over the two choices: this runs for every kernel chosen.
-    a_size, b_size = _elements(a_order, sizes), _elements(b_order, sizes)
+    a_size, b_size = known or (_elements(a_order, sizes), _elements(b_order, sizes))
     batch_set = roles.batch
     reference, second = (a_order, b_order) if a_size >= b_size else (b_order, a_order)
     batch = _within(reference, batch_set)
@@ -304,20 +322,23 @@ def _lower_contraction(
         InputPrep(a_reduce, a_keep, a_copy, a_copy or a_order),
         InputPrep(b_reduce, b_keep, b_copy, b_copy or b_order),
         batch=batch, left=left, contracted=contracted, right=right,
-        out_order=batch + left + right, workspace=workspace, sizes=sizes,
+        out_order=batch + left + right, workspace=workspace, sizes=sizes, known=known,
     )
 
 
 def _bmm_kernel(
     a: InputPrep, b: InputPrep, *, batch: tuple[str, ...], left: tuple[str, ...],
     contracted: tuple[str, ...], right: tuple[str, ...], out_order: tuple[str, ...],
-    workspace: list[int], sizes: Mapping[str, int],
+    workspace: list[int], sizes: Mapping[str, int], known: tuple[int, int] | None,
 ) -> Kernel:
-    """A batched matmul of ``a`` and ``b``; each input's copy, if any, joins the workspace."""
+    """A batched matmul of ``a`` and ``b``; each input's copy, if any, joins the workspace.
+
+    ``known``: each input's elements, which its copy holds (:func:`_prepare_pair`).
+    """
     if a.copy:
-        workspace.append(_elements(a.copy, sizes))
+        workspace.append(known[0] if known else _elements(a.copy, sizes))
     if b.copy:
-        workspace.append(_elements(b.copy, sizes))
+        workspace.append(known[1] if known else _elements(b.copy, sizes))
     return Kernel(kind="bmm", inputs=(a, b), batch=batch, left=left, contracted=contracted,
                   right=right, out_order=out_order, workspace=tuple(workspace))
 
@@ -371,7 +392,7 @@ def _lower_to_layouts(
     targets: Sequence[Sequence[str]], above: AboveOne | None,
 ) -> list[Kernel | None]:
     roles = _roles(layouts[0].dims, layouts[1].dims, output, sizes, above)
-    a_prep, b_prep, workspace, contracted_set = _prepare_pair(layouts, roles, sizes)
+    a_prep, b_prep, workspace, contracted_set, known = _prepare_pair(layouts, roles, sizes)
     a_order, a_dense, a_reduce, a_keep, _ = a_prep
     b_order, b_dense, b_reduce, b_keep, _ = b_prep
     big, batch_set, left_set, right_set = roles.out, roles.batch, roles.left, roles.right
@@ -395,7 +416,7 @@ def _lower_to_layouts(
             ))
         else:
             kernels.append(_bmm_to(a_prep, b_prep, (batch_set, left_set, right_set),
-                                   contracted_set, target, list(workspace), sizes))
+                                   contracted_set, target, list(workspace), sizes, known))
     return kernels
 
 
@@ -403,9 +424,12 @@ def _bmm_to(
     a_prep: _Prepared, b_prep: _Prepared,
     groups: tuple[frozenset[str], frozenset[str], frozenset[str]],
     contracted_set: frozenset[str], target: tuple[str, ...], workspace: list[int],
-    sizes: Mapping[str, int],
+    sizes: Mapping[str, int], known: tuple[int, int] | None,
 ) -> Kernel | None:
-    """The bmm writing ``target`` (None: its groups cannot be split so)."""
+    """The bmm writing ``target`` (None: its groups cannot be split so).
+
+    ``known``: each input's elements, where :func:`_prepare_pair` knows them.
+    """
     a_order, _, a_reduce, a_keep, _ = a_prep
     b_order, _, b_reduce, b_keep, _ = b_prep
     batch_set, left_set, right_set = groups
@@ -422,25 +446,27 @@ def _bmm_to(
     # The contracted order from one input or the other, whichever copies less (the
     # first on a tie), written out as in _lower_contraction.
     contracted = _within(a_order, contracted_set)
-    a_copy, b_copy, copied = _copies_to(a_prep, b_prep, batch, left, contracted, right, sizes)
+    a_copy, b_copy, copied = _copies_to(a_prep, b_prep, batch, left, contracted, right, sizes,
+                                        known)
     if copied:  # the first choice copies: try the second input's order
         other = _within(b_order, contracted_set)
         if other != contracted:
             other_a, other_b, other_copied = _copies_to(a_prep, b_prep, batch, left, other,
-                                                        right, sizes)
+                                                        right, sizes, known)
             if other_copied < copied:
                 contracted, a_copy, b_copy = other, other_a, other_b
     return _bmm_kernel(
         InputPrep(a_reduce, a_keep, a_copy, a_copy or a_order),
         InputPrep(b_reduce, b_keep, b_copy, b_copy or b_order),
         batch=batch, left=left, contracted=contracted, right=right,
-        out_order=target, workspace=workspace, sizes=sizes,
+        out_order=target, workspace=workspace, sizes=sizes, known=known,
     )
 
 
 def _copies_to(
     a_prep: _Prepared, b_prep: _Prepared, batch: tuple[str, ...], left: tuple[str, ...],
     contracted: tuple[str, ...], right: tuple[str, ...], sizes: Mapping[str, int],
+    known: tuple[int, int] | None,
 ) -> tuple[tuple[str, ...], tuple[str, ...], int]:
     """Each input's copy for a bmm of these groups (empty: read as it lies), and their elements."""
     a_order, b_order = a_prep[0], b_prep[0]
@@ -448,11 +474,11 @@ def _copies_to(
     copied = 0
     if not (a_prep[1] and a_order in (batch + left + contracted, batch + contracted + left)):
         a_copy = batch + left + contracted
-        copied = _elements(a_copy, sizes)
+        copied = known[0] if known else _elements(a_copy, sizes)
     b_copy: tuple[str, ...] = ()
     if not (b_prep[1] and b_order in (batch + contracted + right, batch + right + contracted)):
         b_copy = batch + contracted + right
-        copied += _elements(b_copy, sizes)
+        copied += known[1] if known else _elements(b_copy, sizes)
     return a_copy, b_copy, copied
 
 

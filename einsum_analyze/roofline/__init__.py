@@ -18,6 +18,7 @@ from .profiles import NOMINAL, DeviceProfile, load_profile, profile_from_dict, p
 from .steps import StepCost, StepTime, step_cost, step_costs
 from .time_model import (
     PredictedTime,
+    host_kernel_seconds,
     interpolate,
     kernel_seconds,
     predict_steps,
@@ -37,6 +38,7 @@ __all__ = [
     "StrategyRoofline",
     "build_roofline",
     "host_from_dict",
+    "host_kernel_seconds",
     "interpolate",
     "kernel_seconds",
     "load_profile",

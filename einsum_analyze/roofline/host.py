@@ -7,15 +7,19 @@ Python that costs the same at any size, and on a small step it is most of the ti
   function (its views, the ``out=`` buffer, the free that follows) costs
   ``forward_step_s`` or ``backward_step_s``, and each phase's run of the compiled list
   (``run_compiled``: ``no_grad``, the live tensors' dictionary) ``forward_run_s`` or
-  ``backward_run_s``, and each kind of step beyond the first (``forward_kind_s``,
+  ``backward_run_s``, and each kind of step other than a product (``forward_kind_s``,
   ``backward_kind_s``: its code's first run in the call);
 - torch.einsum under autograd (the ``torch-autograd`` model): the forward call (the
   leaves, the equation's parsing, opt_einsum's path search on three operands or more,
   every pairwise step's permutes, reshapes and autograd nodes) costs
   ``torch_forward``'s seconds at the call's number of operands, interpolated between
-  measured points (:func:`~.time_model.interpolate`); the backward call costs
-  ``torch_backward_s`` (``autograd.grad``'s engine) plus ``torch_node_s`` per gradient
-  contraction (its nodes: the product's backward and the views' around it).
+  measured points (:func:`~.time_model.interpolate`); the backward call
+  (``autograd.grad``'s engine and its nodes: each product's backward and the views'
+  around it) costs ``torch_backward``'s seconds at its number of gradient contractions,
+  interpolated the same way: a call's fixed cost outweighs its nodes' up to a few
+  contractions, which no line through the chains' figures follows. Without those points
+  (a profile file may leave them out) it costs ``torch_backward_s`` plus ``torch_node_s``
+  per gradient contraction, the line through them.
 
 The phases differ because runs time them differently (:mod:`einsum_analyze.backends.timing`):
 a forward call in blocks of many calls, its code and data warm in the caches; a backward
@@ -30,12 +34,34 @@ Analysis only: no torch, no allocation.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import PlanningError
 
-__all__ = ["CPU_HOST", "CUDA_DISPATCH_S", "GPU_HOST", "HostCosts", "host_from_dict"]
+__all__ = ["CPU_HOST", "GPU_HOST", "HostCosts", "host_from_dict", "interpolate"]
+
+
+def interpolate(points: Sequence[tuple[float, float]], work: float) -> float:
+    """Seconds at ``work`` from ascending ``(work, seconds)`` points.
+
+    Log-log between the points; the first point's seconds below them, proportional
+    beyond the last (the time model's kernel classes, torch's calls).
+
+    Example:
+        >>> round(interpolate(((1e3, 1e-6), (1e5, 1e-4)), 1e4), 12), interpolate(((1e3, 1e-6),), 1)
+        (1e-05, 1e-06)
+    """
+    first_work, first_s = points[0]
+    if work <= first_work:
+        return first_s
+    for (low_w, low_s), (high_w, high_s) in zip(points, points[1:], strict=False):
+        if work <= high_w:
+            fraction = math.log(work / low_w) / math.log(high_w / low_w)
+            return math.exp(math.log(low_s) + fraction * math.log(high_s / low_s))
+    last_work, last_s = points[-1]
+    return last_s * work / last_work
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,22 +72,27 @@ class HostCosts:
         forward_step_s: Our executor, each forward step beyond its kernels.
         backward_step_s: Our executor, each backward step beyond its kernels.
         forward_run_s: Our executor, the forward's run of its steps.
-        backward_run_s: Our executor, the backward's run of its steps.
-        forward_kind_s: Our executor, each kind of forward step beyond the first (a
-            product, a broadcast product, a sum, ...: code run for the first time in
-            the call).
+        backward_run_s: Our executor, the backward's call beyond its steps (a
+            calibration times a real backward call, as runs time theirs).
+        forward_kind_s: Our executor, each kind of forward step other than a product
+            (a broadcast product, a sum, an unreduce, a copy: code run for the first
+            time in the call, beside the products the per-step costs price).
         backward_kind_s: The same in backward, where a call starts cold.
         forward_label_s: Our executor, each label of a forward step's terms (inputs
             and output: ``ab,bc->ac`` has 6), beyond ``forward_step_s``.
         backward_label_s: The same in backward.
         dispatch_s: Our executor on an asynchronous device (a GPU), each kernel's
-            dispatch beyond the profile's ``launch_s``, in the host's side of a phase
-            (the op's call from a compiled step: its ``out=`` buffer, strides and the
-            library's choice of kernel, which a tiny addition does not pay).
+            dispatch beyond the profile's ``launch_s``, in the host's side of a phase.
+            A calibration leaves it at 0: its chains' steps, priced against
+            ``launch_s`` a kernel there, carry what our kernels' calls cost beyond it
+            (a profile file may set it).
         torch_forward: torch.einsum's forward call under autograd beyond its kernels:
             ascending ``(operands, seconds)`` points (empty: none).
         torch_node_s: torch autograd, each gradient contraction beyond its kernel.
         torch_backward_s: torch autograd, each backward call (``autograd.grad``).
+        torch_backward: torch autograd's backward call beyond its kernels: ascending
+            ``(gradient contractions, seconds)`` points (empty: the line of
+            ``torch_backward_s`` and ``torch_node_s`` instead).
     """
 
     forward_step_s: float = 0.0
@@ -76,6 +107,20 @@ class HostCosts:
     torch_forward: tuple[tuple[float, float], ...] = ()
     torch_node_s: float = 0.0
     torch_backward_s: float = 0.0
+    torch_backward: tuple[tuple[float, float], ...] = ()
+
+    def backward_call_s(self, contractions: int) -> float:
+        """The backward call of torch autograd at ``contractions`` gradient contractions.
+
+        Example:
+            >>> round(HostCosts(torch_backward=((2, 4e-4), (4, 5e-4))).backward_call_s(3), 6)
+            0.000456
+            >>> HostCosts(torch_backward_s=1e-4, torch_node_s=2e-5).backward_call_s(3)
+            0.00016
+        """
+        if self.torch_backward:
+            return interpolate(self.torch_backward, max(1, contractions))
+        return self.torch_backward_s + contractions * self.torch_node_s
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (a profile's ``host``)."""
@@ -92,6 +137,7 @@ class HostCosts:
             "torch_forward": [list(point) for point in self.torch_forward],
             "torch_node_s": self.torch_node_s,
             "torch_backward_s": self.torch_backward_s,
+            "torch_backward": [list(point) for point in self.torch_backward],
         }
 
 
@@ -108,22 +154,26 @@ def _seconds(value: Any, what: str, origin: str) -> float:
     return float(value)
 
 
-def _points(value: Any, origin: str) -> tuple[tuple[float, float], ...]:
-    what = "host.torch_forward"
+_POINTS = {"torch_forward": "operands", "torch_backward": "contractions"}
+"""The host's point lists and what each point's first number counts."""
+
+
+def _points(value: Any, key: str, origin: str) -> tuple[tuple[float, float], ...]:
+    what, counts = f"host.{key}", _POINTS[key]
     if not isinstance(value, list):
         raise PlanningError(f"--roofline {origin}: {what} must be a list of "
-                            "[operands, seconds]")
+                            f"[{counts}, seconds]")
     points: list[tuple[float, float]] = []
     for point in value:
         if not (isinstance(point, list) and len(point) == 2):
             raise PlanningError(f"--roofline {origin}: {what} must be a list of "
-                                f"[operands, seconds], not {point!r:.40}")
-        operands = _seconds(point[0], "torch_forward operands", origin)
-        seconds = _seconds(point[1], "torch_forward seconds", origin)
-        if operands <= 0 or seconds <= 0 or (points and operands <= points[-1][0]):
-            raise PlanningError(f"--roofline {origin}: {what}'s operands must be above 0 "
+                                f"[{counts}, seconds], not {point!r:.40}")
+        count = _seconds(point[0], f"{key} {counts}", origin)
+        seconds = _seconds(point[1], f"{key} seconds", origin)
+        if count <= 0 or seconds <= 0 or (points and count <= points[-1][0]):
+            raise PlanningError(f"--roofline {origin}: {what}'s {counts} must be above 0 "
                                 "and ascending, its seconds above 0")
-        points.append((operands, seconds))
+        points.append((count, seconds))
     return tuple(points)
 
 
@@ -141,19 +191,10 @@ def host_from_dict(data: Any, origin: str) -> HostCosts:
         raise PlanningError(f"--roofline {origin}: host must be a JSON object")
     found: dict[str, Any] = {key: _seconds(data[key], key, origin)
                              for key in _SECONDS if key in data}
-    if "torch_forward" in data:
-        found["torch_forward"] = _points(data["torch_forward"], origin)
+    for key in _POINTS:
+        if key in data:
+            found[key] = _points(data[key], key, origin)
     return HostCosts(**found)
-
-
-CUDA_DISPATCH_S = 1.5e-5
-"""Our executor's dispatch of a kernel on a CUDA device beyond the calibrated
-``launch_s`` (a tiny addition's): fitted, not measured, to the H200's runs of
-2026-12-02 (``benchmarks/bench_time_model.py --device cuda``, docs/method.md, the time
-model): a step's kernels there took 25 to 35 us each on the host, where a tiny
-addition takes 7 us, and the calibration's tiny chains reach neither. A CUDA
-calibration carries it (:mod:`einsum_analyze.backends.calibration`) until it measures
-it."""
 
 
 CPU_HOST = HostCosts(
@@ -168,14 +209,13 @@ magnitude, as the nominal rates are."""
 GPU_HOST = HostCosts(
     forward_step_s=1e-6, backward_step_s=1.5e-6, forward_run_s=1e-6, backward_run_s=5e-5,
     forward_kind_s=3.5e-6, backward_kind_s=3.5e-5, forward_label_s=1e-6, backward_label_s=1.5e-6,
-    dispatch_s=CUDA_DISPATCH_S,
     torch_forward=((2, 2.5e-5), (3, 1.8e-4), (4, 3.3e-4), (6, 1.45e-3), (9, 7e-4),
                    (17, 1.3e-3)),
     torch_node_s=1.2e-4, torch_backward_s=3.6e-4)
 """Nominal host costs beside a GPU: an H200's host, calibrated with torch 2.11 and CUDA
 13.0 (docs/results/gpu_2026-12-02/timemodel.log, rounded; its warm step came out below
 its kernel's own price there, so the cpu's 1 us stands in; the cost per label is that
-of a calibration there later the same day, docs/results/time_model_h200.txt), with
-``dispatch_s`` :data:`CUDA_DISPATCH_S`. A GPU's host launches and synchronises, so its
+of a calibration there later the same day, docs/results/time_model_h200.txt). A GPU's
+host launches and synchronises, so its
 figures are above the cpu's; each kernel's launch itself is the profile's
 ``launch_s``."""

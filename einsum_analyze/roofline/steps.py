@@ -15,9 +15,9 @@ broadcast into a new tensor (``unreduce``). Seeds, views and frees move nothing.
 - ``copy_bytes``: the layout copies the lowering makes (read and write), counted apart:
   they lower the efficiency, never the bound.
 - ``launches``: the kernels the step runs: the product, each input's sum and layout
-  copy; a ``torch.einsum`` call (a step of torch's own execution, or of three or more
-  operands) counts :data:`EINSUM_LAUNCHES`. The time model (:mod:`.time_model`) charges
-  each its profile's ``launch_s``.
+  copy (a ``reduce`` step is one sum); a ``torch.einsum`` call (a step of torch's own
+  execution, or of three or more operands) counts :data:`EINSUM_LAUNCHES`. The time
+  model (:mod:`.time_model`) charges each its profile's ``launch_s``.
 - ``runner``: who runs the step: ``"executor"`` (ours: a lowered schedule) or ``"torch"``
   (every step of a schedule whose contractions have no kernel: the ``torch-autograd``
   model of torch.einsum under autograd); the time model adds that runner's host costs
@@ -224,8 +224,9 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
         read = sum(_product(_read_labels(p), sizes) for p in kernel.inputs)
         written = _product(kernel.out_order, sizes)
         copy_bytes = sum(2 * _product(p.copy, sizes) for p in kernel.inputs if p.copy)
-        launches = (kernel.kind != "copy") + sum(bool(p.reduce) + bool(p.copy)
-                                                 for p in kernel.inputs)
+        # A "reduce" is its input's sum, written into the output: one kernel.
+        launches = 1 if kernel.kind == "reduce" else (
+            (kernel.kind != "copy") + sum(bool(p.reduce) + bool(p.copy) for p in kernel.inputs))
     return StepCost(
         event=position, phase=event.phase, tensor=event.tensor, equation=event.equation,
         kernel=name, flops=flops, flops_convention=event.flops,

@@ -16,11 +16,11 @@ proportional beyond the largest):
   step (an input's private sum): the profile's ``launch_s``;
 - the host's Python around the kernels (:mod:`.host`, the profile's ``host``): our
   executor's cost per step and per label of its terms, per run of each phase and per
-  kind of step in it; for the
+  kind of step in it other than a product; for the
   ``torch-autograd`` model (its steps' ``runner`` is ``"torch"``), torch.einsum's
-  forward call at its number of operands, ``torch_node_s`` per gradient contraction
-  and ``torch_backward_s`` per backward call. A phase's cost is given to its first
-  step.
+  forward call at its number of operands and autograd's backward call at its number of
+  gradient contractions (:meth:`.host.HostCosts.backward_call_s`). A phase's cost is
+  given to its first step.
 
 Without ``kernel_times`` (the nominal profiles, ``--device none``, or a profile file), a
 step takes its roofline bound, ``max(flops / rate, bytes / bandwidth)``, plus its layout
@@ -29,7 +29,9 @@ schedule's time is the sum over its steps, by phase. On a GPU (a profile whose
 ``is_async`` is set: CUDA's calibrations and the nominal GPUs) the host queues kernels
 while earlier ones run, so a phase takes the larger of its kernels' seconds and its
 host's (every step's own cost, its kernels' dispatch at ``launch_s`` each and the
-phase's cost), not their sum (:func:`step_times`).
+phase's cost), not their sum (:func:`step_times`). The calibration prices the host's
+costs against the same side (:func:`host_kernel_seconds`): on a GPU what a chain of
+tiny steps costs beyond its kernels' dispatch, on the cpu beyond their seconds.
 
 The search ranks plans by it (``--objective time``), the report shows it beside every
 measured time. Analysis only: no torch, no allocation.
@@ -47,17 +49,18 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..model.schedule import Event
+from .host import interpolate
 from .profiles import DeviceProfile
 from .steps import StepCost, step_costs
 
-__all__ = ["KERNEL_CLASSES", "PredictedTime", "interpolate", "kernel_seconds", "phase_seconds",
-           "predict_steps", "predict_time", "step_seconds", "step_times"]
+__all__ = ["KERNEL_CLASSES", "PredictedTime", "host_kernel_seconds", "interpolate",
+           "kernel_seconds", "phase_seconds", "predict_steps", "predict_time", "step_seconds",
+           "step_times"]
 
 KERNEL_CLASSES = ("bmm", "skinny", "mul", "reduce", "copy")
 """The classes a calibration measures (:attr:`DeviceProfile.kernel_times`)."""
@@ -65,6 +68,11 @@ KERNEL_CLASSES = ("bmm", "skinny", "mul", "reduce", "copy")
 _MAIN_CLASS = {"mul": "mul", "reduce": "reduce", "copy": "copy", "unreduce": "copy",
                "zeros": "copy", "slice_copy": "copy", "accumulate": "copy"}
 """The class of a step's main kernel by its ``kernel`` (products: ``bmm``/``skinny``)."""
+
+PRODUCTS = frozenset({"bmm", "einsum"})
+"""The steps' kernels that are products: the calibration's chains are made of them, so a
+phase's cost per kind of step (``forward_kind_s``, ``backward_kind_s``) is for each kind
+besides them (:func:`phase_seconds`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,24 +110,6 @@ class PredictedTime:
         }
 
 
-def interpolate(points: Sequence[tuple[float, float]], work: float) -> float:
-    """Seconds at ``work`` from ascending ``(work, seconds)`` points (see the module).
-
-    Example:
-        >>> round(interpolate(((1e3, 1e-6), (1e5, 1e-4)), 1e4), 12), interpolate(((1e3, 1e-6),), 1)
-        (1e-05, 1e-06)
-    """
-    first_work, first_s = points[0]
-    if work <= first_work:
-        return first_s
-    for (low_w, low_s), (high_w, high_s) in zip(points, points[1:], strict=False):
-        if work <= high_w:
-            fraction = math.log(work / low_w) / math.log(high_w / low_w)
-            return math.exp(math.log(low_s) + fraction * math.log(high_s / low_s))
-    last_work, last_s = points[-1]
-    return last_s * work / last_work
-
-
 def kernel_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
     """One step's kernels' predicted seconds on ``profile``, host costs left out.
 
@@ -147,16 +137,15 @@ def step_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
     """One step's predicted seconds on ``profile``: its kernels and its own host cost.
 
     The host's cost of the step itself (:mod:`.host`): our executor's ``step_s`` and
-    ``label_s`` for each label of its terms, or a gradient contraction's
-    ``torch_node_s`` under torch autograd. A phase's costs
-    (:func:`step_times`) are not in it.
+    ``label_s`` for each label of its terms; none under torch autograd, whose calls are
+    its phases'. A phase's costs (:func:`step_times`) are not in it.
 
     Raises:
         PlanningError: The profile has no rate for ``dtype``.
     """
     host = profile.host
     if step.runner == "torch":
-        own = host.torch_node_s if step.phase == "backward" else 0.0
+        own = 0.0  # torch.einsum's and autograd's calls: the phase's (phase_seconds)
     elif step.phase == "backward":
         own = host.backward_step_s + step.labels * host.backward_label_s
     else:
@@ -168,24 +157,44 @@ def phase_seconds(steps: Sequence[StepCost], profile: DeviceProfile, phase: str)
     """The host's seconds for running ``phase``'s steps once, beyond every step's own.
 
     Our executor's run of a phase (``forward_run_s``, ``backward_run_s``) and each kind
-    of step in it beyond the first (``forward_kind_s``, ``backward_kind_s``); torch.einsum's
-    forward call (its figure at the call's operands) or autograd's backward call
-    (``torch_backward_s``). Zero for a phase with no step.
+    of step in it other than a product (``forward_kind_s``, ``backward_kind_s``: the
+    calibration's chains of products against five kinds); torch.einsum's
+    forward call (its figure at the call's operands) or autograd's backward call (at its
+    gradient contractions, the phase's steps). Zero for a phase with no step.
     """
     first = next((step for step in steps if step.phase == phase), None)
     if first is None:
         return 0.0
     host = profile.host
     if first.runner != "torch":
-        kinds = len({step.kernel for step in steps if step.phase == phase}) - 1
+        kinds = len({step.kernel for step in steps if step.phase == phase} - PRODUCTS)
         if phase == "backward":
             return host.backward_run_s + kinds * host.backward_kind_s
         return host.forward_run_s + kinds * host.forward_kind_s
     if phase == "backward":
-        return host.torch_backward_s
+        return host.backward_call_s(sum(step.phase == phase for step in steps))
     if not host.torch_forward:
         return 0.0
     return interpolate(host.torch_forward, max(1, first.call_operands))
+
+
+def host_kernel_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
+    """What the host's side of a phase charges for one step's kernels.
+
+    On an asynchronous device (:attr:`DeviceProfile.is_async`) the host only queues
+    them: ``launch_s`` each, and our executor's ``dispatch_s`` each on top (0 unless a
+    profile file sets it). Elsewhere the host waits for them: their seconds
+    (:func:`kernel_seconds`). The host calibration
+    (:mod:`einsum_analyze.backends.host_calibration`) takes this price away from its
+    chains' times, so that their host costs are what the model charges beside it.
+
+    Raises:
+        PlanningError: The profile has no rate for ``dtype``.
+    """
+    if not profile.is_async:
+        return kernel_seconds(step, profile, dtype)
+    dispatch = profile.launch_s + (profile.host.dispatch_s if step.runner != "torch" else 0.0)
+    return step.launches * dispatch
 
 
 def step_times(steps: Sequence[StepCost], profile: DeviceProfile,
@@ -195,8 +204,8 @@ def step_times(steps: Sequence[StepCost], profile: DeviceProfile,
     On an asynchronous device (:attr:`DeviceProfile.is_async`) each phase is bound by
     one side: its kernels, where their seconds exceed the host's, and then each step
     takes its kernels' seconds; else the host, and each step takes its host's seconds
-    (its own, the dispatch of its kernels at ``launch_s`` each, and our executor's
-    ``dispatch_s`` each on top, and the phase's on the first). The seconds add up to
+    (its own, its kernels' dispatch, :func:`host_kernel_seconds`, and the phase's on
+    the first). The seconds add up to
     :func:`predict_steps`' forward and backward.
 
     Raises:
@@ -211,9 +220,8 @@ def step_times(steps: Sequence[StepCost], profile: DeviceProfile,
         seconds[members[0]] += phase_seconds(steps, profile, phase)
         if not profile.is_async:
             continue
-        dispatch = profile.launch_s + (profile.host.dispatch_s
-                                       if steps[members[0]].runner != "torch" else 0.0)
-        host = [seconds[n] - kernels[n] + steps[n].launches * dispatch for n in members]
+        host = [seconds[n] - kernels[n] + host_kernel_seconds(steps[n], profile, dtype)
+                for n in members]
         if sum(kernels[n] for n in members) >= sum(host):
             for n in members:
                 seconds[n] = kernels[n]

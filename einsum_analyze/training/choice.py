@@ -95,7 +95,7 @@ def node_s(profile: DeviceProfile) -> float:
     """
     host = profile.host
     call = interpolate(host.torch_forward, 2) if host.torch_forward else 0.0
-    return call + host.torch_node_s + host.torch_backward_s
+    return call + host.backward_call_s(1)  # the engine's call with one node, as torch's
 
 
 def predicted_s(result: StrategyResult, size_dict: Mapping[str, int], dtype: str,

@@ -79,7 +79,7 @@ def test_roofline_from_a_file(tmp_path):
                  "backward_run_s": 0.0, "forward_kind_s": 0.0, "backward_kind_s": 0.0,
                  "forward_label_s": 0.0, "backward_label_s": 0.0, "dispatch_s": 0.0,
                  "torch_forward": [], "torch_node_s": 0.0,
-                 "torch_backward_s": 0.0}}
+                 "torch_backward_s": 0.0, "torch_backward": []}}
 
 
 @pytest.mark.parametrize("columns", [60, 120])

@@ -161,6 +161,34 @@ def test_a_forward_whose_graph_is_dropped_gives_the_slot_back() -> None:
 
 
 @pytest.mark.gpu
+def test_calls_alternating_between_two_streams_follow_the_last_replay() -> None:
+    # A replay on the last replay's stream compares raw handles and makes no stream
+    # object; one on another stream waits for the last and becomes the last.
+    import torch
+
+    from einsum_analyze.torch import einsum
+    from einsum_analyze.training.choice import NO_BUDGET
+    from einsum_analyze.training.plans import get_plan, plan_key
+
+    main, side = torch.cuda.current_stream(), torch.cuda.Stream()
+    for call in range(5):
+        operands = _operands(CHAIN_SHAPES, 40 + call)
+        upstream = torch.randn(64, 16, device="cuda")
+        stream = side if call % 2 else main
+        stream.wait_stream(main)  # the operands were made on the main stream
+        with torch.cuda.stream(stream):
+            got = torch.autograd.grad(einsum(CHAIN, *operands, strategy="reverse",
+                                             cuda_graphs=True), operands, upstream)
+        main.wait_stream(stream)
+        _close(got, _oracle(CHAIN, operands, upstream))
+    plan = get_plan(*plan_key(operands, CHAIN, "reverse", "auto", NO_BUDGET, [True] * 3))
+    assert plan.graphs is not None
+    (instance,) = plan.graphs.instances
+    assert instance.last_stream.cuda_stream == main.cuda_stream  # the fifth call's
+    assert "5 replays;" in _graphs_line(CHAIN)
+
+
+@pytest.mark.gpu
 def test_results_and_gradients_do_not_alias_the_graphs_memory() -> None:
     import torch
 

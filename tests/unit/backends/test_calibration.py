@@ -70,6 +70,12 @@ def test_cpu_calibration_measures_the_hosts_costs_and_keeps_them_in_the_profile(
     assert all(math.isfinite(s) and s >= 0 for s in seconds), host
     assert [n for n, _ in host.torch_forward] == [float(n) for n in TORCH_CHAINS]
     assert all(math.isfinite(s) and s > 0 for _, s in host.torch_forward)
+    # The backward call at each chain's gradient contractions (two a pairwise step),
+    # none above a later one's.
+    assert [n for n, _ in host.torch_backward] == [2.0 * (n - 1) for n in TORCH_CHAINS]
+    backward = [s for _, s in host.torch_backward]
+    assert all(math.isfinite(s) and s > 0 for s in backward)
+    assert backward == sorted(backward)
     profile = found.profile()
     assert profile.host == host
     assert found.to_dict()["host"] == host.to_dict()

@@ -310,3 +310,28 @@ def test_prepared_timers_keep_their_block_size_and_warmup_count():
     assert m.calls_per_block == 1000  # 0.1 ms a call: 1, 10, 100 calls are under 20 ms
     assert m.warmup_calls == 3 + 1 + 10 + 100
     assert m.fence == "fake" and len(m.block_times_s) == 4
+
+
+def test_the_garbage_collector_is_paused_in_setups_and_timed_calls_and_restored():
+    import gc
+
+    seen: list[tuple[str, bool]] = []
+
+    def setup() -> None:
+        seen.append(("setup", gc.isenabled()))
+
+    def call(_: object) -> None:
+        seen.append(("call", gc.isenabled()))
+
+    assert gc.isenabled()
+    timer = prepare(call, setup=setup, warmup=1)
+    measure_interleaved([timer, prepare(call, warmup=1, max_calls_per_block=1)], repeats=2)
+    assert gc.isenabled()
+    assert {phase for phase, _ in seen} == {"setup", "call"}
+    assert not any(enabled for _, enabled in seen)
+    gc.disable()  # a caller's own pause is left as it was
+    try:
+        measure_interleaved([timer], repeats=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -13,7 +13,9 @@ from einsum_analyze.errors import PlanningError
 from einsum_analyze.roofline import (
     NOMINAL,
     HostCosts,
+    host_kernel_seconds,
     interpolate,
+    kernel_seconds,
     predict_time,
     profile_from_dict,
     step_costs,
@@ -60,18 +62,20 @@ def test_a_step_of_more_labels_pays_more_host():
     assert wide.backward_s - narrow.backward_s == pytest.approx(2 * 9 * 2e-7, rel=1e-6)
 
 
-def test_each_kind_of_step_beyond_the_first_costs_its_phase_once():
-    # ijj,k->ik in reverse mode: one forward step (a broadcast product); backward has
-    # products and an unreduce: one kind beyond the first.
+def test_each_kind_of_step_other_than_a_product_costs_its_phase_once():
+    # ijj,k->ik in reverse mode: one forward step (a broadcast product, one kind other
+    # than a product); backward has products and an unreduce: one such kind. The
+    # calibration prices a kind against its chains of products.
     t, steps = _predicted("ijj,k->ik", [(4, 4, 4), (4,)], "reverse")
     forward = [c for c in steps if c.phase == "forward"]
     backward = [c for c in steps if c.phase == "backward"]
+    assert [c.kernel for c in forward] == ["mul"]
     kinds = {c.kernel for c in backward}
-    assert len(kinds) == 2 and "unreduce" in kinds
+    assert kinds == {"bmm", "unreduce"}
     labels = {phase: sum(c.labels for c in steps if c.phase == phase)
               for phase in ("forward", "backward")}
     assert t.forward_s == pytest.approx(
-        2e-6 + len(forward) * 1e-6 + labels["forward"] * 1e-7, rel=1e-9)
+        2e-6 + len(forward) * 1e-6 + labels["forward"] * 1e-7 + 4e-7, rel=1e-9)
     assert t.backward_s == pytest.approx(
         5e-6 + len(backward) * 3e-6 + labels["backward"] * 2e-7 + 9e-6, rel=1e-9)
 
@@ -245,3 +249,50 @@ def test_on_an_asynchronous_device_our_kernels_pay_their_dispatch_and_torchs_do_
     assert _predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse", sync)[0].total_s == \
         pytest.approx(_predicted("ab,bc->ac", [(4, 4), (4, 4)], "reverse",
                                  replace(gpu, is_async=False))[0].total_s)
+
+
+def test_autograds_backward_call_follows_its_points_where_the_profile_has_them():
+    # ab,bc,cd->ad under torch autograd: four gradient contractions in backward. With
+    # points, the call costs their figure at 4 (between 2 and 8, log-log), the line of
+    # torch_backward_s and torch_node_s left out; without, the line.
+    points = ((2.0, 3e-4), (8.0, 6e-4))
+    pointed = replace(HOSTED, host=replace(HOST, torch_backward=points))
+    t, steps = _predicted("ab,bc,cd->ad", [(4, 4)] * 3, "torch-autograd", pointed)
+    contractions = sum(c.phase == "backward" for c in steps)
+    assert contractions == 4
+    assert t.backward_s == pytest.approx(interpolate(points, 4), rel=1e-9)
+    assert t.backward_s == pytest.approx(3e-4 * 2 ** 0.5, rel=1e-9)
+    line, _ = _predicted("ab,bc,cd->ad", [(4, 4)] * 3, "torch-autograd")
+    assert line.backward_s == pytest.approx(7e-5 + 4 * 2e-5, rel=1e-9)
+    # One contraction, below the first point: the first point's figure.
+    assert pointed.host.backward_call_s(1) == 3e-4
+
+
+@pytest.mark.parametrize(("host", "culprit"), [
+    ({"torch_backward": [[4, 1e-5], [2, 2e-5]]}, "ascending"),
+    ({"torch_backward": [[2, -1e-5]]}, "torch_backward seconds"),
+    ({"torch_backward": [3]}, "[contractions, seconds]"),
+    ({"torch_backward": {}}, "host.torch_backward must be a list"),
+])
+def test_bad_backward_points_name_the_culprit(host, culprit):
+    with pytest.raises(PlanningError, match="host") as raised:
+        profile_from_dict({"bandwidth_bytes_per_s": 1e9, "flops_per_s": 1e9, "host": host},
+                          "f.json")
+    assert culprit in str(raised.value)
+
+
+def test_the_hosts_side_of_a_phase_prices_kernels_by_dispatch_on_a_gpu_only():
+    # ijj,k->ik in reverse: steps of one and of two kernels.
+    slow = profile_from_dict({"name": "slow", "bandwidth_bytes_per_s": 1e3,
+                              "flops_per_s": 1e30, "launch_s": 3e-6}, "slow")
+    gpu = replace(slow, is_async=True, host=replace(HOST, dispatch_s=1e-6))
+    _, steps = _predicted("ijj,k->ik", [(4, 4, 4), (4,)], "reverse", slow)
+    assert {c.launches for c in steps} == {1, 2}
+    for step in steps:
+        assert host_kernel_seconds(step, gpu, "float32") == pytest.approx(
+            step.launches * 4e-6, rel=1e-12)
+        assert host_kernel_seconds(step, slow, "float32") == \
+            kernel_seconds(step, slow, "float32") > 1e-3  # bound by the bandwidth
+    _, torch_steps = _predicted("ijj,k->ik", [(4, 4, 4), (4,)], "torch-autograd", slow)
+    assert all(host_kernel_seconds(c, gpu, "float32") == c.launches * 3e-6
+               for c in torch_steps)  # torch's own dispatch: no dispatch_s of ours

@@ -134,3 +134,15 @@ def test_an_unreduce_is_priced_as_a_copy_and_extra_kernels_at_launch_cost():
     roofline = build_roofline(report, CLASSED).strategy("reverse")
     assert sum(step["predicted_s"] for step in roofline.to_dict()["steps"]) == \
         pytest.approx(roofline.predicted.total_s)
+
+
+def test_a_sum_is_one_kernel():
+    # ii-> in reverse: the forward's step sums the diagonal into the output, one kernel
+    # (torch.sum over the diagonal's view), not a sum and then a product.
+    report = analyze("ii->", [(16, 16)], strategies=("reverse",))
+    s = report.strategies[0]
+    (forward,) = [c for c in step_costs(s.events, s.sizes(report.equation.size_dict), 4)
+                  if c.phase == "forward"]
+    assert (forward.kernel, forward.launches) == ("reduce", 1)
+    assert forward.predicted_s(2e9, 1e9, 1e-6) == pytest.approx(
+        forward.bound_s(2e9, 1e9) + 1e-6)

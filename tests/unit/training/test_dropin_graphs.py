@@ -137,8 +137,9 @@ def test_auto_decides_at_its_third_call_and_says_so() -> None:
     slot = GraphSlot(key)
     assert slot.describe() == "eager: cuda_graphs=False"
     answers = [slot.wanted(plan, "auto") for _ in range(AUTO_CAPTURE_CALLS)]
-    assert answers == [False] * (AUTO_CAPTURE_CALLS - 1) + [True]
-    assert slot.prediction is not None and slot.prediction.engages
+    assert answers == [False] * (AUTO_CAPTURE_CALLS - 1) + [True]  # captures, then tries
+    assert slot.prediction is not None and slot.prediction.plausible
+    assert slot.needs_trial("auto") and not slot.needs_trial(True)
     big_shapes = ((4096, 4096),) * 3
     big = GraphSlot(_key(big_shapes))
     for _ in range(AUTO_CAPTURE_CALLS):
