@@ -207,15 +207,16 @@ from calibrations of the project's 2-core machine, docs/method.md); an order of
 magnitude, as the nominal rates are."""
 
 GPU_HOST = HostCosts(
-    forward_step_s=1e-6, backward_step_s=1.5e-6, forward_run_s=1e-6, backward_run_s=5e-5,
-    forward_kind_s=3.5e-6, backward_kind_s=3.5e-5, forward_label_s=1e-6, backward_label_s=1.5e-6,
-    torch_forward=((2, 2.5e-5), (3, 1.8e-4), (4, 3.3e-4), (6, 1.45e-3), (9, 7e-4),
-                   (17, 1.3e-3)),
-    torch_node_s=1.2e-4, torch_backward_s=3.6e-4)
+    forward_step_s=1e-6, backward_step_s=1.6e-6, forward_run_s=1.2e-6, backward_run_s=1.2e-4,
+    forward_kind_s=8e-6, backward_kind_s=6.5e-5, forward_label_s=2.2e-6,
+    backward_label_s=2.75e-6,
+    torch_forward=((2, 6.5e-5), (3, 4.3e-4), (4, 7.7e-4), (6, 2.9e-3), (9, 1.5e-3),
+                   (17, 2.8e-3)),
+    torch_node_s=1.4e-4, torch_backward_s=2.9e-4,
+    torch_backward=((2, 7.9e-4), (4, 9.4e-4), (6, 1.1e-3), (10, 1.5e-3), (16, 2.3e-3),
+                    (32, 5e-3)))
 """Nominal host costs beside a GPU: an H200's host, calibrated with torch 2.11 and CUDA
-13.0 (docs/results/gpu_2026-12-02/timemodel.log, rounded; its warm step came out below
-its kernel's own price there, so the cpu's 1 us stands in; the cost per label is that
-of a calibration there later the same day, docs/results/time_model_h200.txt). A GPU's
-host launches and synchronises, so its
-figures are above the cpu's; each kernel's launch itself is the profile's
-``launch_s``."""
+13.0 on 2026-12-02 at 06:00 UTC (docs/results/time_model_2026-12-02c/h200_timemodel.json,
+rounded; its warm forward step came out at 0 beyond its kernels' dispatch, and 1 us
+stands in). A GPU's host launches and synchronises, so its figures are above the cpu's;
+each kernel's launch itself is the profile's ``launch_s``."""
