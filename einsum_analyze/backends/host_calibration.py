@@ -15,7 +15,9 @@ that the model charges each second once:
   every term (:data:`WIDE`: rank 8, each step moves them around its product), whose
   excess over the plain one is the cost per label of a step's terms; and a schedule of
   :data:`MIXED_KINDS` steps of as many kinds (:func:`mixed`), whose excess over as many
-  chain steps is the cost per kind of step beyond the first;
+  chain steps (products all) is the cost per kind of step other than a product; the
+  backward call's own cost, beyond its steps', comes from a real one (:func:`pair_reverse`,
+  reverse mode on two matrices), timed as runs time theirs: after its forward's block;
 - torch.einsum under autograd, as the ``torch-autograd`` baseline runs it (fresh leaves
   that require gradients, ``torch.einsum``, ``torch.autograd.grad``), at each length of
   :data:`TORCH_CHAINS`: the forward call's seconds at each number of operands
@@ -28,8 +30,9 @@ that the model charges each second once:
 Every call is timed as runs time theirs (:mod:`.timing`), all of them side by side in
 :data:`HOST_ROUNDS` rounds (:func:`.timing.measure_interleaved`): a forward in blocks of
 calls, warm; a backward one call a block after its setup, cold, after other blocks:
-torch's after its own forward's block, as a run's; our executor's backward steps, timed
-as the chain's steps one call a block, after torch's backward call. The median of each
+our executor's backward steps, timed as the chain's steps one call a block, after
+torch's forward block; torch's after that block and that one call, as a run's after its
+forward's block. The median of each
 timer's blocks counts, on the calibration's clock.
 
 torch is imported inside the functions: importing this module costs nothing.
@@ -51,7 +54,7 @@ from ..roofline.steps import step_costs
 from ..roofline.time_model import host_kernel_seconds
 
 __all__ = ["BLOCK_S", "EXECUTOR_CHAIN", "HOST_ROUNDS", "MIXED_KINDS", "TORCH_CHAINS", "WIDE",
-           "chain", "host_costs", "mixed"]
+           "chain", "host_costs", "mixed", "pair_reverse"]
 
 EXECUTOR_CHAIN = 9
 """Matrices of the longer executor chain (8 steps; the shorter has 2 matrices, 1 step)."""
@@ -136,6 +139,65 @@ def mixed() -> tuple[list[str], tuple[Event, ...], dict[str, int]]:
                             equation=equation))
         events += [Event("free", x, elements[x], "forward") for x in inputs if x in elements]
     return ["ab", "bc"], tuple(events), sizes
+
+
+def pair_reverse() -> tuple[list[str], tuple[Event, ...], dict[str, int]]:
+    """Reverse mode on ``ab,bc->ac`` (2 x 2), both gradients: terms, events, sizes.
+
+    The schedule the ``reverse`` strategy makes for it: one forward product, the seed,
+    each operand's gradient product.
+
+    Example:
+        >>> [(e.phase, e.op, e.equation) for e in pair_reverse()[1] if e.kind == "alloc"]
+        ... # doctest: +NORMALIZE_WHITESPACE
+        [('forward', 'contract', 'ab,bc->ac'), ('backward', 'seed', '->ac'),
+         ('backward', 'contract', 'ac,bc->ab'), ('backward', 'contract', 'ab,ac->bc')]
+    """
+    elements = _SIDE * _SIDE
+    flops = 2 * _SIDE * elements
+    events = (Event("alloc", "x2", elements, "forward", op="contract", inputs=("in0", "in1"),
+                    equation="ab,bc->ac", flops=flops),
+              Event("alloc", "g2", elements, "backward", op="seed", equation="->ac"),
+              Event("alloc", "d0", elements, "backward", op="contract", inputs=("g2", "in1"),
+                    equation="ac,bc->ab", flops=flops),
+              Event("alloc", "d1", elements, "backward", op="contract", inputs=("in0", "g2"),
+                    equation="ab,ac->bc", flops=flops),
+              Event("free", "g2", elements, "backward"))
+    return ["ab", "bc"], events, dict.fromkeys("abc", _SIDE)
+
+
+def _executor_backward(device: str, torch_dtype: Any) -> tuple[
+        Callable[[], Any], Callable[[], Any], Callable[[Any], Any], tuple[Event, ...],
+        dict[str, int]]:
+    """Our executor's forward, a backward's setup and the backward call of :func:`pair_reverse`.
+
+    As runs run them (:mod:`.runners`): the setup runs the forward and hands a fresh
+    upstream gradient over; its lowered events and sizes come too.
+    """
+    import torch
+
+    from .torch_backend import run_compiled
+    from .torch_kernels import compile_schedule
+
+    terms, events, sizes = pair_reverse()
+    lowered = lower_events(events, terms, sizes, cache={})
+    compiled = compile_schedule(lowered, sizes)
+    operands = [torch.ones([sizes[c] for c in term], dtype=torch_dtype, device=device)
+                for term in terms]
+    upstream = torch.ones(_SIDE, _SIDE, dtype=torch_dtype, device=device)
+
+    def forward() -> Any:
+        return run_compiled(compiled.forward, {f"in{k}": t for k, t in enumerate(operands)})
+
+    def setup() -> Any:
+        state = forward()
+        state["upstream"] = upstream.clone()
+        return state
+
+    def backward(state: Any) -> Any:
+        return run_compiled(compiled.backward, state)
+
+    return forward, setup, backward, lowered, sizes
 
 
 def _kernels_s(events: Sequence[Event], sizes: dict[str, int], itemsize: int,
@@ -272,14 +334,24 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
     executor_steps = {key: step_costs(events, sizes, itemsize)
                       for key, (_, events, sizes) in executor.items()}
     order = ("short", "long", "wide", "mixed")
-    # Each timer follows the one before it in every round. torch's backward call follows
-    # its own forward's block, as a run's backward follows its forward's (after our
-    # executor's block instead, it cost 1.5 times as much on the 2-core cpu). Our
-    # executor's "backward", a chain's steps run once, follows another code's, torch's
-    # backward call: after its own forward's block it would be warm, where a run's
-    # backward runs steps its forward's block did not.
-    timers: list[Timer] = []
-    roles: list[tuple[str, str, float]] = []  # what each timer times, its kernels' seconds
+    # Each timer follows the one before it in every round. Our executor's "backward", a
+    # chain's steps run once, follows another code's forward block, torch's: after its
+    # own forward's block it would be warm, where a run's backward runs steps its
+    # forward's block did not (after torch's backward call instead, its cost per label
+    # came out three times as high on the 2-core cpu). torch's backward call follows
+    # its own forward's block and that one call, as a run's backward follows its
+    # forward's block (after our executor's block, it cost 1.5 times as much there).
+    # A run's backward call, as runs time it: after its own forward's block.
+    pair_forward, pair_setup, pair_backward, pair_events, pair_sizes = \
+        _executor_backward(device, torch_dtype)
+    pair_steps = [step for step in step_costs(pair_events, pair_sizes, itemsize)
+                  if step.phase == "backward"]
+    timers: list[Timer] = [timer(pair_forward),
+                           timer(pair_forward, setup=pair_setup, then=pair_backward)]
+    roles: list[tuple[str, str, float]] = [  # what each timer times, its kernels' seconds
+        ("executor forward", "pair", 0.0),
+        ("executor backward call", "pair",
+         sum(host_kernel_seconds(step, profile, dtype) for step in pair_steps))]
     for k, n in enumerate(TORCH_CHAINS):
         _, _, events, sizes = chain(n)
         # The chain's steps, not lowered: the time model prices them as torch.einsum's.
@@ -287,13 +359,13 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
         forward, setup, backward = _torch_calls(device, torch_dtype, n)
         cold, warm = order[k % len(order)], order[(k + 1) % len(order)]
         timers += [timer(executor[warm][0]), timer(forward),
-                   timer(forward, setup=setup, then=backward),
-                   timer(executor[cold][0], setup=lambda: None)]
+                   timer(executor[cold][0], setup=lambda: None),
+                   timer(forward, setup=setup, then=backward)]
         # Every matrix's gradient: two gradient contractions per pairwise step.
         roles += [("executor forward", warm, executor_kernels[warm]),
                   ("torch forward", str(n), (n - 1) * step_kernel),
-                  ("torch backward", str(n), 2 * (n - 1) * step_kernel),
-                  ("executor backward", cold, executor_kernels[cold])]
+                  ("executor backward", cold, executor_kernels[cold]),
+                  ("torch backward", str(n), 2 * (n - 1) * step_kernel)]
     measured = measure_interleaved(timers, repeats=HOST_ROUNDS)
     pooled: dict[tuple[str, str], list[float]] = {}
     for m, (role, key, kernel_s) in zip(measured, roles, strict=True):
@@ -301,7 +373,7 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
     left = {key: statistics.median(values) for key, values in pooled.items()}
 
     def executor_costs(phase: str) -> tuple[float, float, float, float]:
-        """Per step, per label, per run and per kind of step beyond the first."""
+        """Per step, per label, per run and per kind of step other than a product."""
         found = {key: left[(f"executor {phase}", key)] for key in order}
         steps = {key: len(costs) for key, costs in executor_steps.items()}
         labels = {key: sum(step.labels for step in costs)
@@ -318,8 +390,11 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
         return step, label, run, max(0.0, kind)
 
     forward_step_s, forward_label_s, forward_run_s, forward_kind_s = executor_costs("forward")
-    backward_step_s, backward_label_s, backward_run_s, backward_kind_s = \
-        executor_costs("backward")
+    backward_step_s, backward_label_s, _, backward_kind_s = executor_costs("backward")
+    # The backward call's own cost: the pair's real backward call (its seed, its two
+    # products, the free) beyond its steps' own costs.
+    backward_run_s = max(0.0, left[("executor backward call", "pair")] - sum(
+        backward_step_s + step.labels * backward_label_s for step in pair_steps))
     forward_points = [(float(n), max(1e-9, left[("torch forward", str(n))]))
                       for n in TORCH_CHAINS]
     backward_points = _never_above_later([(2.0 * (n - 1),

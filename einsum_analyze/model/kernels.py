@@ -252,8 +252,9 @@ def _lower_contraction(
     layouts: Sequence[Layout], output: str, sizes: Mapping[str, int], above: AboveOne | None,
 ) -> Kernel:
     if len(layouts) > 2:
-        # torch.einsum's result, copied contiguous: its labels in the output's order.
-        return Kernel(kind="einsum", inputs=(), out_order=_memory_labels(output, sizes)[0])
+        # torch.einsum would build intermediates no schedule sees: plans run it pairwise.
+        raise AssertionError(f"a contraction of {len(layouts)} tensors reached the lowering; "
+                             "a plan runs such a step pairwise (model/pairwise.py)")
     if len(layouts) == 1:
         (layout,) = layouts
         big = _above_one(output, sizes, above)

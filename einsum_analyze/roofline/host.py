@@ -7,7 +7,7 @@ Python that costs the same at any size, and on a small step it is most of the ti
   function (its views, the ``out=`` buffer, the free that follows) costs
   ``forward_step_s`` or ``backward_step_s``, and each phase's run of the compiled list
   (``run_compiled``: ``no_grad``, the live tensors' dictionary) ``forward_run_s`` or
-  ``backward_run_s``, and each kind of step beyond the first (``forward_kind_s``,
+  ``backward_run_s``, and each kind of step other than a product (``forward_kind_s``,
   ``backward_kind_s``: its code's first run in the call);
 - torch.einsum under autograd (the ``torch-autograd`` model): the forward call (the
   leaves, the equation's parsing, opt_einsum's path search on three operands or more,
@@ -72,10 +72,11 @@ class HostCosts:
         forward_step_s: Our executor, each forward step beyond its kernels.
         backward_step_s: Our executor, each backward step beyond its kernels.
         forward_run_s: Our executor, the forward's run of its steps.
-        backward_run_s: Our executor, the backward's run of its steps.
-        forward_kind_s: Our executor, each kind of forward step beyond the first (a
-            product, a broadcast product, a sum, ...: code run for the first time in
-            the call).
+        backward_run_s: Our executor, the backward's call beyond its steps (a
+            calibration times a real backward call, as runs time theirs).
+        forward_kind_s: Our executor, each kind of forward step other than a product
+            (a broadcast product, a sum, an unreduce, a copy: code run for the first
+            time in the call, beside the products the per-step costs price).
         backward_kind_s: The same in backward, where a call starts cold.
         forward_label_s: Our executor, each label of a forward step's terms (inputs
             and output: ``ab,bc->ac`` has 6), beyond ``forward_step_s``.

@@ -16,7 +16,7 @@ proportional beyond the largest):
   step (an input's private sum): the profile's ``launch_s``;
 - the host's Python around the kernels (:mod:`.host`, the profile's ``host``): our
   executor's cost per step and per label of its terms, per run of each phase and per
-  kind of step in it; for the
+  kind of step in it other than a product; for the
   ``torch-autograd`` model (its steps' ``runner`` is ``"torch"``), torch.einsum's
   forward call at its number of operands and autograd's backward call at its number of
   gradient contractions (:meth:`.host.HostCosts.backward_call_s`). A phase's cost is
@@ -68,6 +68,11 @@ KERNEL_CLASSES = ("bmm", "skinny", "mul", "reduce", "copy")
 _MAIN_CLASS = {"mul": "mul", "reduce": "reduce", "copy": "copy", "unreduce": "copy",
                "zeros": "copy", "slice_copy": "copy", "accumulate": "copy"}
 """The class of a step's main kernel by its ``kernel`` (products: ``bmm``/``skinny``)."""
+
+PRODUCTS = frozenset({"bmm", "einsum"})
+"""The steps' kernels that are products: the calibration's chains are made of them, so a
+phase's cost per kind of step (``forward_kind_s``, ``backward_kind_s``) is for each kind
+besides them (:func:`phase_seconds`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,7 +157,8 @@ def phase_seconds(steps: Sequence[StepCost], profile: DeviceProfile, phase: str)
     """The host's seconds for running ``phase``'s steps once, beyond every step's own.
 
     Our executor's run of a phase (``forward_run_s``, ``backward_run_s``) and each kind
-    of step in it beyond the first (``forward_kind_s``, ``backward_kind_s``); torch.einsum's
+    of step in it other than a product (``forward_kind_s``, ``backward_kind_s``: the
+    calibration's chains of products against five kinds); torch.einsum's
     forward call (its figure at the call's operands) or autograd's backward call (at its
     gradient contractions, the phase's steps). Zero for a phase with no step.
     """
@@ -161,7 +167,7 @@ def phase_seconds(steps: Sequence[StepCost], profile: DeviceProfile, phase: str)
         return 0.0
     host = profile.host
     if first.runner != "torch":
-        kinds = len({step.kernel for step in steps if step.phase == phase}) - 1
+        kinds = len({step.kernel for step in steps if step.phase == phase} - PRODUCTS)
         if phase == "backward":
             return host.backward_run_s + kinds * host.backward_kind_s
         return host.forward_run_s + kinds * host.forward_kind_s
