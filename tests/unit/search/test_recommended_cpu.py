@@ -8,16 +8,14 @@ case of benchmarks/cases.json, dims of 64 and above divided by 8.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from einsum_analyze import analyze, execute, execution, parse_equation
-from einsum_analyze.model.lowering import Layout, lower_contraction
-from einsum_analyze.model.planning import Plan
-from einsum_analyze.search.candidates import pairwise_path
+from einsum_analyze import analyze, execute, execution
 
 pytest.importorskip("torch")
 
@@ -28,13 +26,6 @@ def _scaled(case: dict[str, Any]) -> list[list[int]]:
     return [[max(1, d // 8) if d >= 64 else d for d in shape] for shape in case["shapes"]]
 
 
-# Runs that no assertion reads are not started: a predicted peak above this is refused
-# (``execute(max_memory=...)``). Every case's recommended plan, scaled, peaks far below it
-# (tn18-b65536-bond64's at 8 MiB, where its reverse run and the baselines need 202 MiB);
-# a recommended run refused by it would fail ``run.skipped is None``.
-_ONLY_SMALL_RUNS = "32MiB"
-
-
 def _recommended_run(report: Any) -> Any:
     assert report.recommended is not None
     [run] = [r for r in report.runs
@@ -42,13 +33,28 @@ def _recommended_run(report: Any) -> Any:
     return run
 
 
+def _run_recommended(report: Any, monkeypatch: pytest.MonkeyPatch, *baselines: str,
+                     **options: Any) -> Any:
+    """The report executed on the cpu with the runs the test reads and no others.
+
+    The recommended plan runs alone (its strategies left out, it runs as ``recommended``,
+    the same events), beside only the ``baselines`` named: each run is measured on its
+    own, so the ones no assertion reads (tn18-b65536-bond64's reverse run and
+    opt_einsum-torch need 202 MiB each) are not made.
+    """
+    monkeypatch.setattr(execution, "BASELINES", baselines)
+    alone = dataclasses.replace(report, strategies=())
+    return execute(alone, devices=["cpu"], repeats=1, warmup=0, **options)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("objective", ["flops", "memory", "time"])
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-def test_recommended_plan_runs_as_predicted_on_cpu(case: dict[str, Any], objective: str) -> None:
+def test_recommended_plan_runs_as_predicted_on_cpu(case: dict[str, Any], objective: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     report = analyze(case["equation"], _scaled(case), strategies=("reverse",),
                      objective=objective, optimize="greedy")
-    report = execute(report, devices=["cpu"], repeats=1, warmup=0, max_memory=_ONLY_SMALL_RUNS)
+    report = _run_recommended(report, monkeypatch)
     run = _recommended_run(report)
     assert run.skipped is None, run.skipped
     assert run.max_grad_error is not None and run.max_grad_error < 1e-4
@@ -62,11 +68,9 @@ def test_without_a_budget_the_recommended_peak_is_not_above_eager_torch(
         case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     # Issue 20 item 5, eager half, on every case above 1 MiB: measured, side by side.
     # No search deadline: the plan found must not depend on the machine's load.
-    # Eager torch is the one baseline compared with; opt_einsum-torch's run is not made.
-    monkeypatch.setattr(execution, "BASELINES", ("torch-autograd",))
     report = analyze(case["equation"], _scaled(case), strategies=("reverse",),
                      objective="time", max_search_s=None)
-    report = execute(report, devices=["cpu"], repeats=1, warmup=0)
+    report = _run_recommended(report, monkeypatch, "torch-autograd")
     run = _recommended_run(report)
     [eager] = [r for r in report.runs if r.strategy == "torch-autograd"]
     assert eager.peak_bytes_measured is not None
@@ -100,7 +104,9 @@ def test_recommended_peak_is_never_above_autograd_on_small_cases(case: dict[str,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES[:3], ids=[c["name"] for c in CASES[:3]])
-def test_a_plan_within_a_budget_measures_within_it_on_cpu(case: dict[str, Any]) -> None:
+def test_a_plan_within_a_budget_measures_within_it_on_cpu(case: dict[str, Any],
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
     # No search deadline: under load a 1 s search may stop before it scores the paths of
     # least peak, and this test is about the run keeping to the budget, not the deadline.
     shapes = _scaled(case)
@@ -111,9 +117,7 @@ def test_a_plan_within_a_budget_measures_within_it_on_cpu(case: dict[str, Any]) 
     report = analyze(case["equation"], shapes, strategies=("reverse",), budget=budget,
                      max_search_s=None)
     assert report.recommended is not None and report.recommended.fits
-    # Runs predicted over the budget are refused rather than made: the recommended one fits.
-    run = _recommended_run(execute(report, devices=["cpu"], repeats=1, warmup=0,
-                                   max_memory=budget))
+    run = _recommended_run(_run_recommended(report, monkeypatch))
     assert run.skipped is None, run.skipped
     assert run.peak_bytes_measured is not None and run.peak_bytes_measured <= budget
 
@@ -126,21 +130,3 @@ def test_every_candidate_path_is_pairwise() -> None:
     assert report.search is not None
     for plan in report.search.pareto:
         assert all(len(step) == 2 for step in plan.path), plan
-
-
-def test_pairwise_path_splits_a_step_of_three() -> None:
-    eq = parse_equation("ab,bc,cd,de->ae", [(2, 3), (3, 4), (4, 5), (5, 6)])
-    path = ((0, 1), (0, 1, 2))
-    split = pairwise_path(eq, path)
-    assert len(split) == 3 and all(len(step) == 2 for step in split)
-    plan = Plan.from_path(eq, split)
-    assert plan.steps[-1].output_elements == 2 * 6
-    assert pairwise_path(eq, ((0, 1), (0, 1), (0, 1))) == ((0, 1), (0, 1), (0, 1))
-
-
-def test_einsum_kernel_output_layout_is_its_term() -> None:
-    sizes = {"a": 2, "b": 3, "c": 4, "d": 5}
-    layouts = [Layout.contiguous(t, sizes) for t in ("ab", "bc", "cd")]
-    kernel = lower_contraction(layouts, "da", sizes)
-    assert kernel.kind == "einsum"
-    assert kernel.out_order == ("d", "a")
