@@ -95,7 +95,7 @@ step budgets    46 python3 benchmarks/bench_budgets.py --device cuda --scale 1 -
 step execution  16 python3 benchmarks/bench_execution.py --device cuda --repeats 5 \
     --max-seconds 10 --json "$out/execution.json"
 step roofline   13 python3 benchmarks/bench_roofline.py --device cuda --repeats 5 \
-    --max-seconds 8 --json "$out/roofline.json"
+    --max-seconds 7 --json "$out/roofline.json"
 step recompute  32 python3 benchmarks/bench_recompute.py --device cuda --scale 1 --repeats 5 \
     --cases tn18-b65536-bond64,mps-layer,tucker,chain3,attention3 --max-search-time 2 \
     --max-seconds 24 --json "$out/recompute.json"
