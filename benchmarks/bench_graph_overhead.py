@@ -103,8 +103,8 @@ def parts(equation: str, shapes: list[list[int]]) -> dict[str, Callable[[], Any]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="trace,diag-private,tn18-b512")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=50)
     args = parser.parse_args()
     cases = {c["name"]: c for file in ("cases.json", "model_einsums.json")
              for c in json.loads((HERE / file).read_text())["cases"]}
@@ -116,7 +116,8 @@ def main() -> int:
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False
     print("Environment: " + json.dumps({**environment("cuda"),
-                                         "command": " ".join(["python"] + sys.argv)}))
+                                         "command": " ".join(["python"] + sys.argv)}),
+          flush=True)
     for name in wanted:
         steps = parts(cases[name]["equation"], cases[name]["shapes"])
         for step in steps.values():  # warm
@@ -127,9 +128,9 @@ def main() -> int:
                 times[step].append(block_seconds(call, "cuda", args.calls))
         blocks = {step: statistics.median(values) for step, values in times.items()}
         print(f"\n{name} ({cases[name]['equation']}), host us per call, median of "
-              f"{args.repeats} blocks:")
+              f"{args.repeats} blocks:", flush=True)
         for step, value in blocks.items():
-            print(f"  {step:28s} {value * 1e6:9.1f}")
+            print(f"  {step:28s} {value * 1e6:9.1f}", flush=True)
     return 0
 
 

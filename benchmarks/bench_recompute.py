@@ -3,7 +3,8 @@
 
 For each case of ``benchmarks/cases.json`` (every operand differentiated), in one run:
 ``reverse``, ``checkpoint`` (least peak), ``recompute`` and the search's recommended plan
-with no budget (``objective=time``, no search deadline), run by ``einsum_analyze.execute``
+with no budget (``objective=time``, no search deadline unless ``--max-search-time``), run
+by ``einsum_analyze.execute``
 beside eager torch.einsum + ``torch.autograd.grad`` (``torch-autograd``). For each: the
 predicted training peak, the measured one (the device's allocator: on the CPU torch.profiler's
 memory events; inputs included), the measured peak and median forward+backward time as
@@ -48,7 +49,7 @@ def measure_case(case: dict[str, Any], args: argparse.Namespace, device: str
     """One row per run of the case: figures and ratios to eager torch.einsum's."""
     shapes = scaled(case["shapes"], args.scale)
     report = analyze(case["equation"], shapes, dtype=args.dtype, strategies=STRATEGIES,
-                     objective="time", max_search_s=None)
+                     objective="time", max_search_s=args.max_search_time)
     ran = execute(report, devices=[device], repeats=args.repeats, warmup=args.warmup)
     runs = [r for r in ran.runs if r.strategy != "opt_einsum-torch"]
     eager = next(r for r in runs if r.strategy == "torch-autograd")
@@ -101,12 +102,16 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     _common.add_case_options(parser)
+    parser.add_argument("--max-search-time", type=_common.positive_seconds, default=None,
+                        help="the search's deadline (default: none, so that the plans do "
+                             "not depend on the machine's load)")
     args = parser.parse_args()
     device, cases = _common.read_cases(args)
     rows: list[dict[str, Any]] = []
     limit = _common.TimeLimit(args.max_seconds)
     for case in limit.cases(cases):
         rows.extend(measure_case(case, args, device))
+        print(f"# {case['name']} done", file=sys.stderr, flush=True)
     print_table(rows)
     limit.report()
     _common.finish(device, rows, args.json, scale=args.scale, left_out=limit.left_out)

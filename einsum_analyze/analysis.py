@@ -455,14 +455,14 @@ def _no_fit_warning(recommended: Recommendation, summary: BudgetSummary | None) 
 
 def _limit_row(limit: int | str | None, report: Report) -> LimitRow:
     """One row of a limit sweep from the analysis under that limit."""
-    plan = report.plan
+    plan = report.plan.as_planned  # the path's figures as opt_einsum gives them
     inference = report.inference_memory or report.forward_memory
     return LimitRow(
         limit=_limit_text(limit),
         limit_elements=report.memory_limit_elements,
         optimizer=plan.optimizer,
         path=plan.path,
-        forward_flops=plan.flops,
+        forward_flops=report.plan.user_flops,
         largest_intermediate_elements=plan.largest_intermediate_elements,
         inference_peak_bytes=inference.peak_bytes,
         strategies=report.strategies,

@@ -30,8 +30,9 @@ that the model charges each second once:
 Every call is timed as runs time theirs (:mod:`.timing`), all of them side by side in
 :data:`HOST_ROUNDS` rounds (:func:`.timing.measure_interleaved`): a forward in blocks of
 calls, warm; a backward one call a block after its setup, cold, after other blocks:
-torch's after its own forward's block, as a run's; our executor's backward steps, timed
-as the chain's steps one call a block, after torch's backward call. The median of each
+our executor's backward steps, timed as the chain's steps one call a block, after
+torch's forward block; torch's after that block and that one call, as a run's after its
+forward's block. The median of each
 timer's blocks counts, on the calibration's clock.
 
 torch is imported inside the functions: importing this module costs nothing.
@@ -333,12 +334,13 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
     executor_steps = {key: step_costs(events, sizes, itemsize)
                       for key, (_, events, sizes) in executor.items()}
     order = ("short", "long", "wide", "mixed")
-    # Each timer follows the one before it in every round. torch's backward call follows
-    # its own forward's block, as a run's backward follows its forward's (after our
-    # executor's block instead, it cost 1.5 times as much on the 2-core cpu). Our
-    # executor's "backward", a chain's steps run once, follows another code's, torch's
-    # backward call: after its own forward's block it would be warm, where a run's
-    # backward runs steps its forward's block did not.
+    # Each timer follows the one before it in every round. Our executor's "backward", a
+    # chain's steps run once, follows another code's forward block, torch's: after its
+    # own forward's block it would be warm, where a run's backward runs steps its
+    # forward's block did not (after torch's backward call instead, its cost per label
+    # came out three times as high on the 2-core cpu). torch's backward call follows
+    # its own forward's block and that one call, as a run's backward follows its
+    # forward's block (after our executor's block, it cost 1.5 times as much there).
     # A run's backward call, as runs time it: after its own forward's block.
     pair_forward, pair_setup, pair_backward, pair_events, pair_sizes = \
         _executor_backward(device, torch_dtype)
@@ -357,13 +359,13 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
         forward, setup, backward = _torch_calls(device, torch_dtype, n)
         cold, warm = order[k % len(order)], order[(k + 1) % len(order)]
         timers += [timer(executor[warm][0]), timer(forward),
-                   timer(forward, setup=setup, then=backward),
-                   timer(executor[cold][0], setup=lambda: None)]
+                   timer(executor[cold][0], setup=lambda: None),
+                   timer(forward, setup=setup, then=backward)]
         # Every matrix's gradient: two gradient contractions per pairwise step.
         roles += [("executor forward", warm, executor_kernels[warm]),
                   ("torch forward", str(n), (n - 1) * step_kernel),
-                  ("torch backward", str(n), 2 * (n - 1) * step_kernel),
-                  ("executor backward", cold, executor_kernels[cold])]
+                  ("executor backward", cold, executor_kernels[cold]),
+                  ("torch backward", str(n), 2 * (n - 1) * step_kernel)]
     measured = measure_interleaved(timers, repeats=HOST_ROUNDS)
     pooled: dict[tuple[str, str], list[float]] = {}
     for m, (role, key, kernel_s) in zip(measured, roles, strict=True):

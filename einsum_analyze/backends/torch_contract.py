@@ -120,7 +120,9 @@ def compile_contract(event: Event, sizes: Mapping[str, int]) -> Op:
     target = event.tensor
     view_term = event.view
 
-    if kernel is None or kernel.kind == "einsum":
+    if kernel is None:
+        # An event no lowering has seen (a schedule compiled as built): torch.einsum, whose
+        # memory only a lowered schedule models.
         equation = ascii_equation(event.equation)
 
         def run_einsum(live: Live, workspace: list[Any]) -> None:

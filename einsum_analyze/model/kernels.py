@@ -252,8 +252,9 @@ def _lower_contraction(
     layouts: Sequence[Layout], output: str, sizes: Mapping[str, int], above: AboveOne | None,
 ) -> Kernel:
     if len(layouts) > 2:
-        # torch.einsum's result, copied contiguous: its labels in the output's order.
-        return Kernel(kind="einsum", inputs=(), out_order=_memory_labels(output, sizes)[0])
+        # torch.einsum would build intermediates no schedule sees: plans run it pairwise.
+        raise AssertionError(f"a contraction of {len(layouts)} tensors reached the lowering; "
+                             "a plan runs such a step pairwise (model/pairwise.py)")
     if len(layouts) == 1:
         (layout,) = layouts
         big = _above_one(output, sizes, above)
@@ -268,8 +269,8 @@ def _lower_contraction(
 
     roles = _roles(layouts[0].dims, layouts[1].dims, output, sizes, above)
     a_prep, b_prep, workspace, contracted_set, known = _prepare_pair(layouts, roles, sizes)
-    a_order, a_dense, a_reduce, a_keep, _ = a_prep
-    b_order, b_dense, b_reduce, b_keep, _ = b_prep
+    a_order, _, a_reduce, a_keep, _ = a_prep
+    b_order, _, b_reduce, b_keep, _ = b_prep
     left = _within(a_order, roles.left)
     right = _within(b_order, roles.right)
 
@@ -297,22 +298,13 @@ def _lower_contraction(
     reference, second = (a_order, b_order) if a_size >= b_size else (b_order, a_order)
     batch = _within(reference, batch_set)
     contracted = _within(reference, contracted_set)
-    a_copy: tuple[str, ...] = ()
-    if not (a_dense and _blocks(a_order, batch, contracted, left)):
-        a_copy = batch + left + contracted
-    b_copy: tuple[str, ...] = ()
-    if not (b_dense and _blocks(b_order, batch, contracted, right)):
-        b_copy = batch + contracted + right
+    a_copy, b_copy = _block_copies(a_prep, b_prep, batch, left, contracted, right)
     if a_copy or b_copy:  # the first choice copies: try the other input's orders
         other_batch = _within(second, batch_set)
         other_contracted = _within(second, contracted_set)
         if other_batch != batch or other_contracted != contracted:
-            other_a: tuple[str, ...] = ()
-            if not (a_dense and _blocks(a_order, other_batch, other_contracted, left)):
-                other_a = other_batch + left + other_contracted
-            other_b: tuple[str, ...] = ()
-            if not (b_dense and _blocks(b_order, other_batch, other_contracted, right)):
-                other_b = other_batch + other_contracted + right
+            other_a, other_b = _block_copies(a_prep, b_prep, other_batch, left,
+                                             other_contracted, right)
             # The first of the cheapest.
             if ((a_size if other_a else 0) + (b_size if other_b else 0)
                     < (a_size if a_copy else 0) + (b_size if b_copy else 0)):
@@ -324,6 +316,24 @@ def _lower_contraction(
         batch=batch, left=left, contracted=contracted, right=right,
         out_order=batch + left + right, workspace=workspace, sizes=sizes, known=known,
     )
+
+
+def _block_copies(
+    a_prep: _Prepared, b_prep: _Prepared, batch: tuple[str, ...], left: tuple[str, ...],
+    contracted: tuple[str, ...], right: tuple[str, ...],
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Each input's copy for a bmm of these groups (empty: read as it lies).
+
+    An input is read as it lies when dense, ``batch`` first, then its own two groups in
+    either order.
+    """
+    a_copy: tuple[str, ...] = ()
+    if not (a_prep[1] and _blocks(a_prep[0], batch, contracted, left)):
+        a_copy = batch + left + contracted
+    b_copy: tuple[str, ...] = ()
+    if not (b_prep[1] and _blocks(b_prep[0], batch, contracted, right)):
+        b_copy = batch + contracted + right
+    return a_copy, b_copy
 
 
 def _bmm_kernel(

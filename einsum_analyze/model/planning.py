@@ -1,23 +1,32 @@
-"""Plan a contraction path with opt_einsum and describe it step by step.
+"""Plan a contraction path with opt_einsum: its optimizers, a memory limit, a deadline.
 
-Planners see labels and sizes, never arrays. FLOPs follow opt_einsum's convention
-(``helpers.flop_count``): the size of the joint index space of a step, times
-``max(1, operands - 1)``, plus one more time that size when the step sums an index.
+Planners see labels and sizes, never arrays. The path found is described step by step
+by :mod:`.plan` (its records are importable from here as before); a step of three or
+more tensors, which opt_einsum's optimizers end with under a memory limit, runs pairwise
+and the plan's warnings say what that costs.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..errors import PlanningError
 from .deadline import SearchTimeout, alarm
 from .equation import Equation
 from .memo import deterministic_path
 from .parsing import parse_memory_limit  # moved to parsing; importable here as before
-from .types import Label, LinearPath, SizeDict, SsaPath, Term
+from .plan import (
+    Plan,
+    Step,
+    count_flops,
+    describe_path,
+    largest_intermediate,
+    run_pairwise,
+    size_of,
+    whose_path,
+)
 from .units import format_seconds
 
 __all__ = [
@@ -31,6 +40,7 @@ __all__ = [
     "check_memory_limit",
     "parse_memory_limit",
     "plan_contraction",
+    "run_pairwise",
     "search_notice",
     "size_of",
 ]
@@ -77,145 +87,6 @@ TIME_LIMIT_NOTE = "(--max-search-time)"
 
 SearchCallback = Callable[[str], None]
 """Called with a one-line notice before a search that may take long starts."""
-
-
-def size_of(labels: str, size_dict: SizeDict) -> int:
-    """Number of elements of a tensor with these labels, repeats counted (1 for a scalar)."""
-    return math.prod(map(size_dict.__getitem__, labels))  # the loop in C: terms run long
-
-
-def count_flops(contracted: str, has_sum: bool, num_terms: int, size_dict: SizeDict) -> int:
-    """FLOPs of one contraction in opt_einsum's convention.
-
-    Args:
-        contracted: Every distinct label the step touches.
-        has_sum: Whether the step sums at least one label away.
-        num_terms: How many tensors the step consumes.
-        size_dict: Size of every label.
-
-    Returns:
-        ``size * (max(1, num_terms - 1) + has_sum)`` where size is the joint index space.
-
-    Example:
-        >>> count_flops("abc", True, 2, {"a": 2, "b": 3, "c": 4})
-        48
-    """
-    factor = max(1, num_terms - 1) + (1 if has_sum else 0)
-    return size_of(contracted, size_dict) * factor
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Step:
-    """One contraction of the plan.
-
-    Attributes:
-        index: Position of the step in the plan.
-        operands: Positions in the current operand list, as in opt_einsum's linear path.
-        inputs: Single-use ids of the tensors consumed (inputs are ``0..n-1``).
-        output: Single-use id of the tensor produced.
-        input_terms: Labels of each consumed tensor.
-        output_term: Labels of the produced tensor.
-        summed: Labels summed away by this step.
-        flops: FLOPs of the step (opt_einsum convention).
-        output_elements: Elements of the produced tensor.
-    """
-
-    index: int
-    operands: tuple[int, ...]
-    inputs: tuple[int, ...]
-    output: int
-    input_terms: tuple[Term, ...]
-    output_term: Term
-    summed: str
-    flops: int
-    output_elements: int
-
-    @property
-    def equation(self) -> str:
-        """The step's own einsum, e.g. ``'ab,bc->ac'``."""
-        return ",".join(self.input_terms) + "->" + self.output_term
-
-    @property
-    def scaling(self) -> int:
-        """Number of distinct labels the step touches."""
-        return len(set("".join(self.input_terms)))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Plan:
-    """A contraction path with per-step figures, built eagerly.
-
-    Attributes:
-        equation: The normalised equation.
-        optimizer: Name of the optimizer that chose the path (``"explicit"`` if given).
-        path: opt_einsum linear path.
-        steps: The steps in execution order.
-        flops: Total FLOPs, equal to opt_einsum's ``PathInfo.opt_cost`` for this path.
-        naive_flops: FLOPs of a single all-at-once contraction (opt_einsum's naive cost).
-        largest_intermediate_elements: Largest tensor a step produces (the output counts).
-        warnings: What the user should know about how the path was chosen (a memory
-            limit the optimizer broke, a fallback); ``analyze`` puts them in the report.
-        opt_einsum_flops: Where normalisation relabelled size-1 broadcast dimensions
-            (:meth:`~einsum_analyze.model.equation.Equation.opt_einsum_view`), the
-            ``opt_cost`` opt_einsum reports for the user's equation with the same
-            optimizer and limit; None otherwise (then it is ``flops``).
-    """
-
-    equation: Equation
-    optimizer: str
-    path: LinearPath
-    steps: tuple[Step, ...]
-    flops: int
-    naive_flops: int
-    largest_intermediate_elements: int
-    warnings: tuple[str, ...] = ()
-    opt_einsum_flops: int | None = None
-
-    @property
-    def user_flops(self) -> int:
-        """Forward FLOPs as opt_einsum reports them for the user's equation."""
-        return self.flops if self.opt_einsum_flops is None else self.opt_einsum_flops
-
-    @property
-    def ssa_path(self) -> SsaPath:
-        """The path with single-use tensor ids."""
-        return tuple(step.inputs for step in self.steps)
-
-    @property
-    def log10_speedup(self) -> float:
-        """log10 of naive over planned FLOPs (finite however large the ratio)."""
-        return math.log10(max(self.naive_flops, 1)) - math.log10(max(self.flops, 1))
-
-    @property
-    def speedup(self) -> float | None:
-        """Naive over planned FLOPs; None when the ratio exceeds a float's range."""
-        try:
-            return self.naive_flops / max(self.flops, 1)
-        except OverflowError:
-            return None
-
-    @property
-    def output_id(self) -> int:
-        """Single-use id of the final tensor."""
-        return self.steps[-1].output
-
-    def __repr__(self) -> str:
-        return (
-            f"Plan({self.equation.explicit!r}, optimizer={self.optimizer!r}, "
-            f"steps={len(self.steps)}, flops={self.flops})"
-        )
-
-    @classmethod
-    def from_path(
-        cls, equation: Equation, path: Sequence[Sequence[int]], *, optimizer: str = "explicit"
-    ) -> Plan:
-        """Build a plan from an opt_einsum linear path.
-
-        Raises:
-            PlanningError: The path does not contract every operand into one, or names a
-                position that does not exist.
-        """
-        return _build_plan(equation, path, optimizer)
 
 
 def plan_contraction(
@@ -266,7 +137,7 @@ def plan_contraction(
         128
     """
     if not isinstance(optimize, str):
-        plan = _build_plan(equation, optimize, "explicit")
+        plan = describe_path(equation, optimize, "explicit")
     else:
         name = optimize.lower()
         if name not in OPTIMIZERS:
@@ -278,42 +149,42 @@ def plan_contraction(
         try:
             found, used, note = _search_path(equation, name, memory_limit, deadline=deadline,
                                              on_search=on_search, subject=subject)
-            plan = _build_plan(equation, found, used)
+            plan = describe_path(equation, found, used)
             if note:
                 plan = replace(plan, warnings=(note.format(flops=plan.flops),))
         except PlanningError as err:
             if memory_limit is None or name == "greedy":
                 raise
             # dp raises when no path it searches meets the limit: greedy always finds one.
-            greedy = _build_plan(equation, _find_path(equation, "greedy", memory_limit),
+            greedy = describe_path(equation, _find_path(equation, "greedy", memory_limit),
                                  "greedy")
             plan = replace(greedy, warnings=(
                 f"{name} found no path for {subject} under the memory limit of "
                 f"{memory_limit:,} elements ({err.__cause__ or err}); planned with greedy "
-                f"under the limit{_all_at_once(greedy)}",
+                f"under the limit",
             ))
     if memory_limit is not None:
         plan = check_memory_limit(plan, memory_limit, subject=subject,
                                   note_output=note_output)
     view = equation.opt_einsum_view()
-    if view is None:
-        return plan
-    return replace(plan, opt_einsum_flops=_opt_einsum_flops(view, optimize, memory_limit,
-                                                            deadline))
+    if view is not None:
+        plan = replace(plan, opt_einsum_flops=_opt_einsum_flops(view, optimize, memory_limit,
+                                                                deadline))
+    return run_pairwise(plan, memory_limit, subject=subject)
 
 
 def _opt_einsum_flops(view: Equation, optimize: str | Sequence[Sequence[int]],
                       memory_limit: int | None, deadline: float | None) -> int | None:
     """``opt_cost`` of opt_einsum's own plan of ``view`` (None: it finds no path)."""
     if not isinstance(optimize, str):
-        return _build_plan(view, optimize, "explicit").flops
+        return describe_path(view, optimize, "explicit").flops
     try:
         found, used, _ = _search_path(view, optimize.lower(), memory_limit,
                                       deadline=deadline, on_search=None,
                                       subject="the forward pass")
     except PlanningError:
         return None
-    return _build_plan(view, found, used).flops
+    return describe_path(view, found, used).flops
 
 
 def check_memory_limit(
@@ -343,26 +214,27 @@ def check_memory_limit(
         >>> from einsum_analyze import parse_equation
         >>> eq = parse_equation("ea,ac,ce->", [(32, 32)] * 3)
         >>> plan = check_memory_limit(Plan.from_path(eq, [(0, 1), (0, 1)]), 64)
-        >>> plan.optimizer, plan.path
-        ('greedy', ((0, 1, 2),))
+        >>> plan.optimizer, plan.as_planned.path, plan.path
+        ('greedy', ((0, 1, 2),), ((0, 1), (0, 1)))
     """
     warnings = list(plan.warnings)
-    over = _largest_intermediate(plan)
+    plan = replace(plan.as_planned, warnings=plan.warnings, opt_einsum_flops=plan.opt_einsum_flops)
+    over = largest_intermediate(plan)
     if over is not None and over.output_elements > memory_limit:
-        who = "the given path" if plan.optimizer == "explicit" else f"{plan.optimizer}'s path"
+        who = whose_path(plan)
         broke = (
             f"{who} for {subject} builds an intermediate of {over.output_elements:,} "
             f"elements (step {over.index}, {over.equation}), over the memory limit of "
             f"{memory_limit:,} elements"
         )
-        greedy = _build_plan(
+        greedy = describe_path(
             plan.equation, _find_path(plan.equation, "greedy", memory_limit), "greedy"
         )
-        again = _largest_intermediate(greedy)
+        again = largest_intermediate(greedy)
         if again is None or again.output_elements <= memory_limit:
             warnings.append(
                 f"{broke}; replanned with greedy under the limit ({plan.flops:,} -> "
-                f"{greedy.flops:,} FLOPs){_all_at_once(greedy)}"
+                f"{greedy.flops:,} FLOPs)"
             )
             plan = greedy
         else:
@@ -380,9 +252,7 @@ def check_memory_limit(
             f"{memory_limit:,} elements: no path makes it smaller (the limit bounds "
             f"intermediates only, as in opt_einsum)"
         )
-    if tuple(warnings) == plan.warnings:
-        return plan
-    return replace(plan, warnings=tuple(warnings))
+    return run_pairwise(replace(plan, warnings=tuple(warnings)), memory_limit, subject=subject)
 
 
 def search_notice(equation: Equation, name: str, subject: str = "the forward pass") -> str | None:
@@ -479,100 +349,3 @@ def _find_path(
     return [tuple(int(i) for i in step) for step in found]
 
 
-def _largest_intermediate(plan: Plan) -> Step | None:
-    """The step building the largest intermediate (the final output aside); None if none."""
-    inner = plan.steps[:-1]
-    return max(inner, key=lambda step: step.output_elements) if inner else None
-
-
-def _all_at_once(plan: Plan) -> str:
-    """A note when a plan's last step contracts more than two tensors at once."""
-    last = plan.steps[-1]
-    if len(last.inputs) <= 2:
-        return ""
-    return (
-        f"; its last step contracts {len(last.inputs)} tensors at once "
-        f"({last.flops:,} FLOPs)"
-    )
-
-
-def _build_plan(equation: Equation, path: Sequence[Sequence[int]], optimizer: str) -> Plan:
-    """Walk a linear path once, keeping a count of live holders of each label."""
-    size_dict = equation.size_dict
-    num_ops = equation.num_operands
-    terms: list[Term] = list(equation.terms)
-    ids: list[int] = list(range(num_ops))
-    # How many live tensors (plus the output) hold each label: a label leaves a step's
-    # result exactly when the step consumes all its holders and the output lacks it.
-    holders: dict[Label, int] = {}
-    for term in terms:
-        for char in set(term):
-            holders[char] = holders.get(char, 0) + 1
-    for char in equation.output:
-        holders[char] = holders.get(char, 0) + 1
-
-    steps: list[Step] = []
-    next_id = num_ops
-    for index, raw in enumerate(path):
-        if not all(isinstance(p, int) and not isinstance(p, bool) for p in raw):
-            raise PlanningError(f"path step {index} {tuple(raw)} holds a non-integer position")
-        positions = tuple(sorted(raw, reverse=True))
-        if not positions or len(set(positions)) != len(positions):
-            raise PlanningError(f"path step {index} {tuple(raw)} is empty or repeats a position")
-        if positions[0] >= len(terms) or positions[-1] < 0:
-            raise PlanningError(
-                f"path step {index} {tuple(raw)} names a position outside 0..{len(terms) - 1}"
-            )
-        in_terms = tuple(terms.pop(p) for p in positions)
-        in_ids = tuple(ids.pop(p) for p in positions)
-        # Keys in order of first appearance in the step's inputs, as opt_einsum orders
-        # an intermediate's labels.
-        counts: dict[Label, int] = {}
-        for term in in_terms:
-            for char in dict.fromkeys(term):
-                counts[char] = counts.get(char, 0) + 1
-        is_last = index == len(path) - 1
-        if is_last:
-            if terms:
-                raise PlanningError(
-                    f"the path leaves {len(terms) + 1} tensors; it must contract to one"
-                )
-            out_term = equation.output
-        else:
-            out_term = "".join([char for char, n in counts.items() if holders[char] > n])
-        summed = "".join([char for char in counts if char not in out_term])
-        for char, n in counts.items():
-            holders[char] -= n
-        for char in out_term:
-            holders[char] = holders.get(char, 0) + 1
-        contracted = "".join(counts)
-        steps.append(
-            Step(
-                index=index,
-                operands=tuple(raw),
-                inputs=in_ids,
-                output=next_id,
-                input_terms=in_terms,
-                output_term=out_term,
-                summed=summed,
-                flops=count_flops(contracted, bool(summed), len(in_terms), size_dict),
-                output_elements=size_of(out_term, size_dict),
-            )
-        )
-        terms.append(out_term)
-        ids.append(next_id)
-        next_id += 1
-    if not steps or terms != [equation.output]:
-        raise PlanningError("the path does not contract every operand into one tensor")
-
-    all_labels = "".join(dict.fromkeys("".join(equation.terms)))
-    inner = sum(len(set(t)) for t in equation.terms) > len(all_labels)
-    return Plan(
-        equation=equation,
-        optimizer=optimizer,
-        path=tuple(tuple(int(p) for p in raw) for raw in path),
-        steps=tuple(steps),
-        flops=sum(step.flops for step in steps),
-        naive_flops=count_flops(all_labels, inner, max(num_ops, 1), size_dict),
-        largest_intermediate_elements=max(step.output_elements for step in steps),
-    )

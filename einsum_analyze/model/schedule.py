@@ -41,7 +41,8 @@ class Kernel(NamedTuple):
     Attributes:
         kind: ``"bmm"``, ``"mul"`` (no index summed between inputs), ``"reduce"`` (one
             input, indices summed), ``"copy"`` (one input, nothing summed) or ``"einsum"``
-            (three or more inputs: torch.einsum, workspace not modelled).
+            (a torch.einsum call of torch's own execution, in the model of torch autograd;
+            a plan's steps are pairwise, :mod:`~einsum_analyze.model.pairwise`).
         inputs: Preparation of each input.
         batch: Batch labels of the product, in order.
         left: Labels of the first input kept in the output.

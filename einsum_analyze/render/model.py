@@ -19,7 +19,7 @@ __all__ = ["answer_line", "inference_peak", "slicing_lines", "slicing_text", "st
 
 def steps_table(report: Report) -> Table:
     """The forward path's steps, the costliest of a long path."""
-    plan = report.plan
+    plan = report.plan.as_planned
     steps: Sequence[Step] = plan.steps
     shown = costliest(steps, cost=lambda s: s.flops, order=lambda s: s.index)
     table = Table(title=f"Forward path ({plan.optimizer}): {plural(len(steps), 'step')}")
@@ -49,7 +49,7 @@ def steps_table(report: Report) -> Table:
 
 def summary_table(report: Report) -> Table:
     """The forward pass's figures: equation, FLOPs, speedup, memory, timing."""
-    plan = report.plan
+    plan = report.plan.as_planned
     mem = report.forward_memory
     table = Table(title="Forward summary", show_header=False)
     table.add_column("figure")
@@ -61,9 +61,9 @@ def summary_table(report: Report) -> Table:
     else:
         table.add_row("equation", wrap_equation(report.equation.explicit, 36))
     table.add_row("dtype", report.dtype)
-    if plan.user_flops != plan.flops:
+    if report.plan.user_flops != plan.flops:
         # A size-1 dimension broadcasts: opt_einsum counts it at full size, the path not.
-        table.add_row("FLOPs, opt_einsum's count", format_count(plan.user_flops))
+        table.add_row("FLOPs, opt_einsum's count", format_count(report.plan.user_flops))
         table.add_row("after normalisation", format_count(plan.flops))
     else:
         table.add_row("FLOPs", format_count(plan.flops))
@@ -81,6 +81,15 @@ def summary_table(report: Report) -> Table:
         f"{format_count(plan.largest_intermediate_elements)} elements "
         f"({format_bytes(plan.largest_intermediate_elements * report.itemsize)})",
     )
+    run = report.plan
+    if run.wide is not None:
+        # A step of three or more tensors runs pairwise: the figures of what runs.
+        table.add_row(
+            "runs pairwise",
+            f"{format_count(run.flops)} FLOPs, largest intermediate "
+            f"{format_count(run.largest_intermediate_elements)} elements "
+            f"({format_bytes(run.largest_intermediate_elements * report.itemsize)})",
+        )
     table.add_row("inputs", format_bytes(mem.input_bytes))
     table.add_row("peak (incl. inputs)", format_bytes(mem.peak_bytes))
     table.add_row("peak without inputs", format_bytes(mem.peak_bytes_without_inputs))

@@ -77,7 +77,7 @@ def search_table(report: Report) -> Table | None:
     found = report.search
     if found is None:
         return None
-    title = (f"Training-aware search ({found.candidates} paths, objective "
+    title = (f"Training-aware search ({plural(found.candidates, 'path')}, objective "
              f"{found.objective}, {format_seconds(found.search_s)})")
     table = Table(
         title=title, min_width=len(title),  # a title wider than its table splits "607 / ms"

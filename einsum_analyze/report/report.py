@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal, get_args
 
 from ..model.equation import Equation
 from ..model.memory import MemoryProfile
-from ..model.planning import Plan
+from ..model.planning import Plan, Step
 from ..model.timeline import forward_tree, strategy_fates, strategy_timeline
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ class Report:
 
         eq = self.equation
         itemsize = self.itemsize
-        plan = self.plan
+        plan = self.plan.as_planned  # the path's figures as opt_einsum gives them
         mem = self.forward_memory
         out_elements = plan.steps[-1].output_elements
         data: dict[str, Any] = {
@@ -165,11 +165,11 @@ class Report:
                 "optimizer": plan.optimizer,
                 "memory_limit_elements": self.memory_limit_elements,
                 "path": [list(p) for p in plan.path],
-                "flops": plan.user_flops,
-                "log10_flops": _log10(plan.user_flops),
+                "flops": self.plan.user_flops,
+                "log10_flops": _log10(self.plan.user_flops),
                 **(
                     {"flops_after_normalisation": plan.flops}
-                    if plan.user_flops != plan.flops
+                    if self.plan.user_flops != plan.flops
                     else {}
                 ),
                 "naive_flops": plan.naive_flops,
@@ -186,21 +186,9 @@ class Report:
                     if self.inference_memory is not None
                     else {}
                 ),
-                "steps": [
-                    {
-                        "index": step.index,
-                        "operands": list(step.operands),
-                        "inputs": list(step.inputs),
-                        "output": step.output,
-                        "equation": step.equation,
-                        "summed": step.summed,
-                        "flops": step.flops,
-                        "output_elements": step.output_elements,
-                        "output_bytes": step.output_elements * itemsize,
-                    }
-                    for step in plan.steps
-                ],
-                "tree": forward_tree(plan, itemsize),
+                "steps": [_step_dict(step, itemsize) for step in plan.steps],
+                **_pairwise_run(self.plan, itemsize),
+                "tree": forward_tree(self.plan, itemsize),
             },
             "grad_operands": list(self.grad_operands),
             "timing": {"analysis_s": self.analysis_s},
@@ -264,6 +252,35 @@ class Report:
 
 def _log10(value: int) -> float:
     return math.log10(value) if value > 0 else 0.0
+
+
+def _step_dict(step: Step, itemsize: int) -> dict[str, Any]:
+    """One step of a path, as the JSON ``step`` definition has it."""
+    return {
+        "index": step.index,
+        "operands": list(step.operands),
+        "inputs": list(step.inputs),
+        "output": step.output,
+        "equation": step.equation,
+        "summed": step.summed,
+        "flops": step.flops,
+        "output_elements": step.output_elements,
+        "output_bytes": step.output_elements * itemsize,
+    }
+
+
+def _pairwise_run(plan: Plan, itemsize: int) -> dict[str, Any]:
+    """``forward.pairwise``: the path that runs where the path as planned has a wide step."""
+    if plan.wide is None:
+        return {}
+    largest = plan.largest_intermediate_elements
+    return {"pairwise": {
+        "path": [list(p) for p in plan.path],
+        "flops": plan.flops,
+        "largest_intermediate_elements": largest,
+        "largest_intermediate_bytes": largest * itemsize,
+        "steps": [_step_dict(step, itemsize) for step in plan.steps],
+    }}
 
 
 def environment() -> dict[str, Any]:

@@ -13,14 +13,17 @@ Sources, each tagged with its name in the report:
 - ``greedy-limit-N``: greedy under a tighter limit of N elements, for plans of lower
   peak: the largest input and 8 times it (re-contracted under them), then a sweep that
   halves the forward path's largest intermediate down to one element (each path
-  pairwise and meeting its own limit, :data:`MAX_STEP_WIDTH`);
+  meeting its own limit as it runs, pairwise);
 - ``reconfigured(START, COST)``: the cheapest of those trees by COST
   (:data:`RECONFIGURED_STARTS`) improved by exact sub-tree re-contraction
   (:mod:`.tree`) for reverse mode's training FLOPs or for a memory proxy.
 
-Every path meets the memory limit where one is given (paths that break it are dropped),
-and is pairwise (:func:`pairwise_path`) unless only a step of three or more operands
-meets that limit.
+Every path is pairwise: a step of three or more tensors runs as pairwise steps
+(:func:`~einsum_analyze.model.pairwise.pairwise_path`), and the candidate is the path that
+runs. It meets the memory limit where one is given (paths that break it are dropped):
+under the user's limit, as opt_einsum planned it (a step of three tensors that no pair of
+them fits is what the limit asks for, and the pairwise run is scored as it is); under a
+tighter limit of the search's own, as it runs.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from typing import Any
 from ..model.deadline import past_deadline
 from ..model.equation import Equation
 from ..model.memo import deterministic_path, remembered
-from ..model.planning import Plan
+from ..model.pairwise import pairwise_path
+from ..model.plan import Plan, describe_path
 from ..model.types import LinearPath
 from .tree import NodeCost, TreeModel, linear_to_tree, optimise_path
 
@@ -46,14 +50,7 @@ __all__ = [
     "candidate_paths",
     "cotengra_available",
     "cotengra_path",
-    "pairwise_path",
 ]
-
-MAX_STEP_WIDTH = 2
-"""The widest step a path planned under one of the search's own limits may keep: the
-executor runs a wider step with ``torch.einsum``, whose own intermediates the memory model
-does not see (on ``bc,bd,cm,mdn->bn`` at b=512 the path ``(2,3),(0,1,2)`` is modelled at
-46,064 B and measured at 53,920 B on the cpu), so such a plan could break a budget."""
 
 DP_LIMIT = 24
 """Largest network that opt_einsum's ``dp`` plans as a candidate (it grows fast beyond)."""
@@ -142,57 +139,11 @@ def cotengra_path(equation: Equation, minimize: str = "flops", repeats: int = 16
     return tuple(tuple(int(i) for i in step) for step in path)
 
 
-def pairwise_path(equation: Equation, path: LinearPath) -> LinearPath:
-    """``path`` with each step of three or more operands split into pairwise steps.
-
-    opt_einsum's optimizers under a memory limit end with one step over every tensor
-    left when no pair fits. Our executor runs such a step with ``torch.einsum``, whose
-    own intermediates the memory model does not see, so a plan with one would be
-    scored below what it allocates. Each such step is split along opt_einsum's greedy
-    path over its operands (no limit: the caller checks the limit afterwards).
-    """
-    if all(len(step) <= 2 for step in path):
-        return path
-    from opt_einsum import paths
-
-    sizes = dict(equation.size_dict)
-    output = frozenset(equation.output)
-    live: list[frozenset[str]] = [frozenset(t) for t in equation.terms]
-    out: list[tuple[int, ...]] = []
-
-    def contract(positions: Sequence[int]) -> None:
-        chosen = [live[i] for i in positions]
-        for i in sorted(positions, reverse=True):
-            live.pop(i)
-        labels = frozenset().union(*chosen)
-        needed = output.union(*live)
-        live.append(labels & needed)
-
-    for step in path:
-        if len(step) <= 2:
-            out.append(tuple(step))
-            contract(step)
-            continue
-        # Sub-operands keep their identity as the live list shifts: track positions.
-        members = [live[i] for i in step]
-        rest = [t for i, t in enumerate(live) if i not in step]
-        target = output.union(*rest) & frozenset().union(*members)
-        inner = paths.greedy(members, target, sizes)
-        ids = list(step)  # live position of each sub-operand still unused
-        for a, b in inner:
-            i, j = ids[a], ids[b]
-            out.append((min(i, j), max(i, j)))
-            contract((i, j))
-            new = len(live) - 1
-            ids = [k - (k > i) - (k > j) for n, k in enumerate(ids) if n not in (a, b)]
-            ids.append(new)
-    return tuple(out)
-
-
 def _meets(equation: Equation, path: LinearPath, limit: int | None) -> bool:
+    """Whether no intermediate of ``path``, its steps as given, is over ``limit``."""
     if limit is None:
         return True
-    plan = Plan.from_path(equation, path)
+    plan = describe_path(equation, path, "explicit")
     return all(step.output_elements <= limit for step in plan.steps[:-1])
 
 
@@ -241,17 +192,13 @@ def candidate_paths(
     def add(source: str, path: LinearPath | None, limit: int | None = memory_limit) -> None:
         if path is None:
             return
-        # Pairwise where that meets the limit; else as it is (the limit asks for it). Under
-        # a tighter limit of the search's own, pairwise only (see MAX_STEP_WIDTH).
-        for version in dict.fromkeys((pairwise_path(equation, path), path)):
-            if limit != memory_limit and max(map(len, version), default=0) > MAX_STEP_WIDTH:
-                continue
-            if _meets(equation, version, limit):
-                if version not in found:
-                    found[version] = source
-                return
+        run = pairwise_path(equation, path)
+        # The path as planned meets the user's limit; a limit of the search's own, as it runs.
+        if _meets(equation, run, limit) or (limit == memory_limit
+                                             and _meets(equation, path, limit)):
+            found.setdefault(run, source)
 
-    add(forward.optimizer, tuple(tuple(s) for s in forward.path))
+    add(forward.optimizer, forward.as_planned.path)
     if n < 3:
         return [(source, path) for path, source in found.items()]
     add("greedy", _opt_einsum(equation, "greedy", memory_limit))

@@ -156,12 +156,18 @@ def _limit_warnings(
             f"no path found keeps the gradient contractions of operands {_listed(broke)} "
             f"under the memory limit of {memory_limit:,} elements"
         )
+    split = [k for k in rest if by_operand[k].wide is not None]
+    if split:
+        out.append(
+            f"the gradient contractions of operands {_listed(split)} also contract three or "
+            f"more tensors at once and run pairwise"
+        )
     return out
 
 
 def _largest(plan: Plan) -> int:
-    """Largest intermediate of a plan (its output aside; 0 when it has none)."""
-    return max((step.output_elements for step in plan.steps[:-1]), default=0)
+    """Largest intermediate of a path as planned (its output aside; 0 when it has none)."""
+    return max((step.output_elements for step in plan.as_planned.steps[:-1]), default=0)
 
 
 def _listed(operands: Sequence[int]) -> str:

@@ -172,3 +172,22 @@ def test_max_time_checks_real_runs() -> None:
     assert "Budget exceeded: max-time on run 0" in tight.stderr
     loose = _invoke([*base, "--max-time", "60"])
     assert loose.exit_code == 0, loose.stderr
+
+
+def test_a_wide_step_is_run_pairwise_and_the_budget_it_breaks_exits_1() -> None:
+    # Under a limit of 1,000 elements opt_einsum's path ends with a step of three tensors.
+    # It runs pairwise, every strategy over 45 KiB as measured: no plan is said to fit, and
+    # the smallest reachable peak (sliced) is over it too.
+    code, data, stderr = _json([*TN, "--budget", "45KiB", "--memory-limit", "1e3",
+                                "--max-search-time", "600"])
+    assert code == 1
+    forward = data["forward"]
+    assert forward["path"] == [[2, 3], [0, 1, 2]] and forward["flops"] == 43_400
+    assert forward["pairwise"]["path"] == [[2, 3], [0, 1], [0, 1]]
+    assert forward["pairwise"]["flops"] == 31_112
+    assert all(not s["fits_budget"] for s in data["strategies"])
+    assert data["recommended"]["fits"] is False
+    assert any("run pairwise, as torch.einsum contracts such a step" in w
+               for w in data["warnings"])
+    (line,) = [line for line in stderr.splitlines() if line.startswith("Budget exceeded")]
+    assert "smallest reachable training peak" in line

@@ -56,4 +56,7 @@ def test_cuda_a_plan_within_a_budget_measures_within_it(case: dict) -> None:
     assert run.peak_bytes_measured is not None
     # runs[].peak_bytes_measured counts the inputs (schema 2), or is above them where
     # the executor still measures that way: either way it must be within the budget.
-    assert run.peak_bytes_measured <= budget
+    plan = report.recommended.plan
+    assert run.peak_bytes_measured <= budget, (
+        run.peak_bytes_measured, run.peak_bytes_predicted, budget, plan.strategy, plan.source,
+        plan.path)

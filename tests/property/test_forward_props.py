@@ -14,6 +14,7 @@ from report_schema import validate_report
 from strategies import EinsumProblem, einsum_problems, relabel, relabellings
 
 from einsum_analyze import Plan, analyze, parse_equation, plan_contraction
+from einsum_analyze.model.pairwise import pairwise_path
 
 ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8,
             "complex128": 16}
@@ -88,7 +89,9 @@ def test_memory_limited_path_matches_opt_einsum(problem, limit):
     expected = opt_einsum.contract_path(
         eq.explicit, *eq.shapes, shapes=True, optimize="greedy", memory_limit=limit
     )[0]
-    assert plan.path == tuple(tuple(int(i) for i in step) for step in expected)
+    assert plan.as_planned.path == tuple(tuple(int(i) for i in step) for step in expected)
+    # What runs is that path with its steps of three or more tensors split pairwise.
+    assert plan.path == pairwise_path(eq, plan.as_planned.path)
 
 
 # --- (c): normalising and planning keep the value ------------------------------------------

@@ -156,7 +156,12 @@ def test_from_path_matches_plan_contraction():
 
 def test_from_path_accepts_single_all_at_once_step():
     plan = Plan.from_path(chain(), [(0, 1, 2)])
-    assert plan.flops == plan.naive_flops == 360
+    assert plan.as_planned.flops == plan.user_flops == plan.naive_flops == 360
+    assert plan.as_planned.path == ((0, 1, 2),)
+    # It runs pairwise, as torch.einsum contracts it: opt_einsum's optimal path over ab,bc,cd.
+    assert plan.path == plan_contraction(chain(), "optimal").path
+    assert plan.flops == plan_contraction(chain(), "optimal").flops
+    assert plan.wide is not None and plan.wide.wide is None
 
 
 @pytest.mark.parametrize(
@@ -234,8 +239,9 @@ def test_memory_limit_changes_the_path():
 
 def test_memory_limit_too_small_falls_back_to_one_step():
     plan = plan_contraction(chain(), "optimal", memory_limit=1)
-    assert plan.path == ((0, 1, 2),)
-    assert plan.flops == 360
+    assert plan.as_planned.path == ((0, 1, 2),)
+    assert plan.user_flops == 360
+    assert all(len(step.inputs) == 2 for step in plan.steps)
 
 
 def test_optimizer_failure_without_a_limit_is_a_planning_error(monkeypatch):
@@ -257,7 +263,7 @@ TRIANGLE = ("ea,ac,ce->", [(32, 32)] * 3)
 
 def largest_intermediate(plan: Plan) -> int:
     """Largest tensor a step builds, the final output aside (0 when there is none)."""
-    return max((step.output_elements for step in plan.steps[:-1]), default=0)
+    return max((step.output_elements for step in plan.as_planned.steps[:-1]), default=0)
 
 
 def test_random_greedy_over_the_limit_is_replanned_with_greedy():
@@ -269,23 +275,31 @@ def test_random_greedy_over_the_limit_is_replanned_with_greedy():
     plan = plan_contraction(eq, "random-greedy", memory_limit=64)
     # greedy under the limit: no pair fits, so all three at once (32**3 * 3 FLOPs).
     assert plan.optimizer == "greedy"
-    assert plan.path == ((0, 1, 2),)
-    assert plan.flops == 32**3 * 3 == 98_304
+    assert plan.as_planned.path == ((0, 1, 2),)
+    assert plan.user_flops == 32**3 * 3 == 98_304
     assert largest_intermediate(plan) == 0
-    (warning,) = plan.warnings
+    warning, pairwise = plan.warnings
     assert warning.startswith("random-greedy's path for the forward pass builds an "
                               "intermediate of 1,024 elements")
     assert "over the memory limit of 64 elements; replanned with greedy" in warning
     assert "-> 98,304 FLOPs" in warning
-    assert "last step contracts 3 tensors at once" in warning
+    # What runs instead: two pairwise steps, through a 1,024-element matrix.
+    assert plan.path == ((0, 1), (0, 1))
+    assert plan.flops == 2 * 32**3 + 2 * 32**2 == 67_584
+    assert pairwise == (
+        "greedy's path for the forward pass: its last step contracts 3 tensors at once "
+        "(98,304 FLOPs); run pairwise, as torch.einsum contracts such a step: 67,584 FLOPs "
+        "in all (98,304 as planned), largest intermediate (the output aside) 1,024 "
+        "elements, over the memory limit of 64 elements")
 
 
 def test_dp_that_finds_no_path_under_the_limit_falls_back_to_greedy():
     # opt_einsum's dp raises when no path meets the limit; greedy always finds one.
     plan = plan_contraction(chain(), "dp", memory_limit=1)
     assert plan.optimizer == "greedy"
-    assert plan.path == ((0, 1, 2),)
-    (warning, output) = plan.warnings
+    assert plan.as_planned.path == ((0, 1, 2),)
+    (warning, output, pairwise) = plan.warnings
+    assert "run pairwise" in pairwise
     assert warning.startswith("dp found no path for the forward pass under the memory "
                               "limit of 1 elements")
     # The output ad (10 elements) is over the limit too: said, not hidden.
@@ -355,6 +369,9 @@ def test_the_reported_path_never_exceeds_the_limit(optimizer, problem, limit):
     biggest = largest_intermediate(plan)
     assert biggest <= limit or any("no path found meets the limit" in w
                                    for w in plan.warnings)
+    # What runs is pairwise; where the path as planned is not, a warning says what runs.
+    assert all(len(step.inputs) <= 2 for step in plan.steps)
+    assert (plan.wide is not None) == any("run pairwise" in w for w in plan.warnings)
     output = plan.steps[-1].output_elements
     assert (output > limit) == any(w.startswith("the output of the forward pass has")
                                    for w in plan.warnings)

@@ -15,10 +15,7 @@ from typing import Any
 
 import pytest
 
-from einsum_analyze import analyze, execute, execution, parse_equation
-from einsum_analyze.model.lowering import Layout, lower_contraction
-from einsum_analyze.model.planning import Plan
-from einsum_analyze.search.candidates import pairwise_path
+from einsum_analyze import analyze, execute, execution
 
 pytest.importorskip("torch")
 
@@ -133,21 +130,3 @@ def test_every_candidate_path_is_pairwise() -> None:
     assert report.search is not None
     for plan in report.search.pareto:
         assert all(len(step) == 2 for step in plan.path), plan
-
-
-def test_pairwise_path_splits_a_step_of_three() -> None:
-    eq = parse_equation("ab,bc,cd,de->ae", [(2, 3), (3, 4), (4, 5), (5, 6)])
-    path = ((0, 1), (0, 1, 2))
-    split = pairwise_path(eq, path)
-    assert len(split) == 3 and all(len(step) == 2 for step in split)
-    plan = Plan.from_path(eq, split)
-    assert plan.steps[-1].output_elements == 2 * 6
-    assert pairwise_path(eq, ((0, 1), (0, 1), (0, 1))) == ((0, 1), (0, 1), (0, 1))
-
-
-def test_einsum_kernel_output_layout_is_its_term() -> None:
-    sizes = {"a": 2, "b": 3, "c": 4, "d": 5}
-    layouts = [Layout.contiguous(t, sizes) for t in ("ab", "bc", "cd")]
-    kernel = lower_contraction(layouts, "da", sizes)
-    assert kernel.kind == "einsum"
-    assert kernel.out_order == ("d", "a")

@@ -747,17 +747,23 @@ def test_plan_gradients_holds_every_core_to_the_memory_limit():
     limited = plan_gradients(eq, [0, 1, 2], "random-greedy", memory_limit=64)
     for core in limited.plans:
         assert core.optimizer == "greedy"
-        assert core.path == ((0, 1, 2),)
-    first, rest = limited.warnings
+        assert core.as_planned.path == ((0, 1, 2),)
+        assert core.path == ((0, 1), (0, 1))  # what runs: pairwise, past the limit
+    first, pairwise, rest, split = limited.warnings
     assert first.startswith("random-greedy's path for operand 0's gradient builds an "
                             "intermediate of 1,024 elements")
+    assert pairwise.startswith("greedy's path for operand 0's gradient: its last step "
+                               "contracts 3 tensors at once (98,304 FLOPs); run pairwise")
+    assert pairwise.endswith("1,024 elements, over the memory limit of 64 elements")
     assert rest == ("the gradient contractions of operands 1, 2 also broke the memory limit "
                     "of 64 elements and were replanned under it")
+    assert split == ("the gradient contractions of operands 1, 2 also contract three or more "
+                     "tensors at once and run pairwise")
     # The re-rooted cores are checked too.
     forward = plan_contraction(eq, "greedy", memory_limit=64)
     rerooted = plan_gradients(eq, [0, 1, 2], "dp", forward=forward, memory_limit=64)
     for core in rerooted.plans:
-        assert max((s.output_elements for s in core.steps[:-1]), default=0) <= 64
+        assert max((s.output_elements for s in core.as_planned.steps[:-1]), default=0) <= 64
 
 
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)
@@ -769,9 +775,14 @@ def test_gradient_contractions_never_exceed_the_limit(optimizer, problem, limit)
     for tree in (None, forward):
         gradients = plan_gradients(eq, grad, optimizer, forward=tree, memory_limit=limit)
         over = [spec.operand for spec, core in zip(gradients.specs, gradients.plans, strict=True)
-                if max((s.output_elements for s in core.steps[:-1]), default=0) > limit]
+                if max((s.output_elements for s in core.as_planned.steps[:-1]), default=0)
+                > limit]
         if over:
             assert any("no path found" in w for w in gradients.warnings)
+        # A core with a step of three or more tensors runs pairwise, and says so.
+        if any(core.wide is not None for core in gradients.plans):
+            assert any("pairwise" in w for w in gradients.warnings)
+        assert all(len(step.inputs) <= 2 for core in gradients.plans for step in core.steps)
         # Every core replanned is said to be: the optimizer names agree with the warnings.
         replanned = [core for core in gradients.plans
                      if core.optimizer == "greedy" != gradients.optimizer]
