@@ -404,9 +404,9 @@ def main() -> int:
         if args.case_set in ("all", group):
             cases += [{**c, "set": group}
                       for c in json.loads((HERE / file).read_text())["cases"]]
+    cases = select_cases(cases, args.cases)
     if args.pairs:
         cases = [c for c in cases if len(c["shapes"]) <= 2]
-    cases = select_cases(cases, args.cases)
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
