@@ -1,3 +1,4 @@
+# ruff: noqa  (a diagnostic run once on the H200, kept as it ran)
 """(a) which op of recompute on tn18-b65536-bond64 reaches above the predicted peak on CUDA;
 (b) XLNet step patched vs not: kernels, host time, cProfile of the drop-in."""
 import cProfile, io, json, pstats, sys, time

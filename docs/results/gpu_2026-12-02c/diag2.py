@@ -1,3 +1,4 @@
+# ruff: noqa  (a diagnostic run once on the H200, kept as it ran)
 """recompute on tn18-b65536-bond64 after other tests in the process: measured vs predicted,
 with the executor's emptied cache (as committed) and without it (empty_cache a no-op)."""
 import json, sys

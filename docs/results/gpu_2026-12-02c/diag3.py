@@ -1,3 +1,4 @@
+# ruff: noqa  (a diagnostic run once on the H200, kept as it ran)
 """The budget test's plan under search deadlines like a loaded suite's: which plan, predicted vs measured."""
 import json
 from einsum_analyze import analyze, execute
