@@ -385,6 +385,11 @@ def _search(
                                          options=given_options.get(name),
                                          upstream_copy=upstream_copy,
                                          profile=profile, dtype=dtype))
+        # Back in the candidates' order, path by path: equal scores are broken the same
+        # way whatever the measured scoring times ordered (ties go to the first).
+        path_rank = {path: k for k, path in enumerate(plans)}
+        order = {name: k for k, name in enumerate(cheap)}
+        scored.sort(key=lambda p: (path_rank.get(p.path, len(path_rank)), order.get(p.strategy, 0)))
         for name in costly:
             # The report's path is a candidate unless a pairwise version replaced it.
             if name in reuse and forward_path in plans:
