@@ -10,6 +10,7 @@ property tests draw a small budget of examples. Before a release::
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
@@ -67,6 +68,19 @@ def pytest_configure(config: pytest.Config) -> None:
 def update_golden(request: pytest.FixtureRequest) -> bool:
     """Whether golden files should be rewritten rather than compared."""
     return bool(request.config.getoption("--update-golden"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _frozen_heap() -> None:
+    """Freeze the heap at each test module's start, once the module before is torn down.
+
+    The executor makes a full collection before it times (``measure_interleaved``). In
+    this process that would walk every object of torch, transformers, hypothesis and each
+    module imported lazily on the way, at every measured run; frozen, those objects are
+    left alone and a collection walks only what the module's own tests made.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
