@@ -196,6 +196,20 @@ def test_patch_restores_torch_einsum_across_threads_in_any_order() -> None:
     assert torch.einsum is original and torch.functional.einsum is original
 
 
+def test_patch_runs_its_own_options_and_the_defaults_without_them() -> None:
+    a, b, c = (torch.ones(2, 3, requires_grad=True), torch.ones(3, 4, requires_grad=True),
+               torch.ones(4, 5, requires_grad=True))
+    dropin.clear_cache()
+    with dropin.patch(strategy="checkpoint"):
+        torch.einsum("ij,jk,kl->il", a, b, c).sum().backward()
+    with dropin.patch():
+        torch.einsum("ij,jk,kl->il", a, b, c).sum().backward()
+    first, second = dropin.cache_info().choices
+    assert (first.runs, first.reason) == ("checkpoint", "strategy 'checkpoint' asked for")
+    assert "asked for" not in second.reason  # auto: chosen, not asked for
+    assert a.grad is not None and float(a.grad[0, 0]) == 2 * 20.0  # two calls, 4 * 5 each
+
+
 def test_integer_and_bool_operands_run_torch_einsum() -> None:
     a = torch.arange(6).reshape(2, 3)
     b = torch.arange(12).reshape(3, 4)
