@@ -14,6 +14,7 @@ import gc
 import os
 
 import pytest
+from budgets import THOROUGH
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -32,7 +33,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "thorough",  # pytest --hypothesis-profile=thorough, before a release
-    max_examples=1000,
+    max_examples=THOROUGH,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

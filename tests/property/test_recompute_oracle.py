@@ -11,6 +11,7 @@ peak is checked on mps-layer in tests/unit/strategies/test_recompute.py.
 from __future__ import annotations
 
 import pytest
+from budgets import examples
 from corpus import CASES, corpus_plan, runnable_cases
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -98,7 +99,7 @@ def test_corpus_complex(case):
     check(case.equation, plan, grad, every, dtype="complex128")
 
 
-@settings(deadline=None, max_examples=80)
+@settings(deadline=None, max_examples=examples(80))
 @given(problem=einsum_problems(max_operands=6, ellipsis=False), data=st.data())
 def test_random_equations(problem, data):
     plan, grad = drawn_plan(problem, data)

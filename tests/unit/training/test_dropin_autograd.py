@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import torch
+from budgets import examples
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from torch_einsum_cases import OPINFO, TorchCase
@@ -142,7 +143,7 @@ def test_retain_graph_runs_backward_twice(strategy: str, eager_path: str) -> Non
     torch.testing.assert_close(second, want)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     case=st.sampled_from([("ij,jk,kl->il", ((4, 5), (5, 6), (6, 3))),
                           ("c->", ((6,),)),
