@@ -278,11 +278,14 @@ class patch(ContextDecorator):  # noqa: N801 - used as a function: ``with patch(
         check_options(strategy, budget, optimize)
         check_plan_s(max_plan_s)
         check_cuda_graphs(cuda_graphs)
-        self._strategy = strategy
-        self._budget = budget
-        self._optimize = optimize
-        self._max_plan_s = max_plan_s
-        self._cuda_graphs = cuda_graphs
+        options: dict[str, Any] = {name: value for name, value, default in (
+            ("strategy", strategy, "auto"), ("budget", budget, None),
+            ("optimize", optimize, "auto"), ("max_plan_s", max_plan_s, None),
+            ("cuda_graphs", cuda_graphs, False)) if value is not default}
+        # What a routed call runs: the drop-in itself where every option is its default
+        # (no keywords to pass on the hot path), else a partial of it with the options.
+        self._call: Callable[..., torch.Tensor] = (
+            functools.partial(einsum, **options) if options else einsum)
 
     def __enter__(self) -> patch:
         import torch.functional
@@ -327,14 +330,14 @@ scope opened."""
 @functools.wraps(TORCH_EINSUM)
 def _routed(*args: Any) -> torch.Tensor:
     scopes = _SCOPES
+    if len(scopes) == 1:  # the usual case: one scope open, whichever thread opened it
+        return scopes[0][0]._call(*args)  # noqa: SLF001
     if not scopes:  # a reference kept past the last scope
         return TORCH_EINSUM(*args)  # type: ignore[no-any-return]
     me = threading.get_ident()
     chosen = next((scope for scope, thread in reversed(scopes) if thread == me),
                   scopes[-1][0])
-    return einsum(*args, strategy=chosen._strategy, budget=chosen._budget,  # noqa: SLF001
-                  optimize=chosen._optimize, max_plan_s=chosen._max_plan_s,  # noqa: SLF001
-                  cuda_graphs=chosen._cuda_graphs)  # noqa: SLF001
+    return chosen._call(*args)  # noqa: SLF001
 
 
 class Einsum(torch.nn.Module):

@@ -12,7 +12,9 @@ training budget. Objectives:
   candidate: where it fits, a plan is recommended over it only if predicted faster
   without a higher peak. A lower peak is worth some time: a plan whose peak is a share
   ``s`` below the fastest's may be up to ``PEAK_PRICE * s`` slower (half; at most
-  :data:`TIME_SLACK`, 15%), and the least peak among such plans is recommended.
+  :data:`TIME_SLACK`, 15%), or, where it does the same arithmetic (within
+  :data:`SAME_WORK`), up to the time model's error (:data:`MODEL_ERROR`); the least
+  peak among such plans is recommended.
 - ``flops``: training FLOPs (forward + backward + recompute); ties: the lower peak.
 - ``memory``: training peak, inputs included; ties: the fewer FLOPs.
 - ``balanced``: the product of the two, so halving the peak is worth doubling the FLOPs
@@ -57,7 +59,10 @@ from .records import (
 
 __all__ = [
     "DEFAULT_PROFILE",
+    "MODEL_ERROR",
     "RECOMMENDED_LABEL",
+    "SAME_WORK",
+    "SAME_WORK_SAVING",
     "PEAK_PRICE",
     "TIME_SLACK",
     "TORCH_SOURCE",
@@ -347,7 +352,9 @@ def _search(
         )
         tighter = (largest, 8 * largest)
     # With a budget that may need slicing, the paths and their scores leave the rest of
-    # the time to the sliced fallback: slicing comes last, never not at all.
+    # the time to the sliced fallback: slicing comes last, never not at all. Where a
+    # plan on the first path fits already, the fallback will not run: the other paths
+    # have the whole time.
     first = (FIRST_SHARE * max_search_s if max_search_s is not None and budget is not None
              and fallback_names and grad else None)
     with search_deadline(first):
@@ -376,9 +383,22 @@ def _search(
                                          upstream_copy=upstream_copy,
                                          profile=profile, dtype=dtype))
                 took[name] = time.perf_counter() - began
-        for name in sorted(cheap, key=lambda n: took.get(n, 0.0)):
+    if first is not None and any(p.fits(budget) for p in scored):
+        first = None  # a plan fits already, so no slicing: the rest has all the time
+    with search_deadline(None if first is None
+                         else max(0.0, start + first - time.perf_counter())):
+        # Each strategy starts new paths for at most its share of the time left (what
+        # one leaves goes to those after it): a strategy whose cost grows on the later
+        # paths (checkpoint's keep-set search without a budget: 1 ms on tn18-b512's
+        # first path, 0.1-0.5 s on the others) leaves the rest their paths too.
+        ordered = sorted(cheap, key=lambda n: took.get(n, 0.0))
+        for turn, name in enumerate(ordered):
+            left = remaining_s()
+            share_end = (None if left is None
+                         else time.perf_counter() + left / (len(ordered) - turn))
             for path, plan in list(plans.items())[1:]:
-                if past_deadline():
+                if past_deadline() or (share_end is not None
+                                       and time.perf_counter() >= share_end):
                     break  # the candidates come in order: the cheapest sources first
                 scored.append(score_path(plan, grad, name, itemsize=itemsize,
                                          source=sources[path], budget=budget,
@@ -471,18 +491,43 @@ fastest plan's may be up to ``PEAK_PRICE * s`` slower (at most :data:`TIME_SLACK
 27% less peak for 11% more time is taken, 1% less for 5% more is not."""
 
 
+SAME_WORK = 0.01
+"""Training FLOPs within this share of the fastest plan's: the same arithmetic (a plan
+that remakes outer products in backward adds about 0.1% on mps-layer and
+cp-reconstruction), so their predicted times differ only by kernel launches and host
+costs, which the time model knows least well (see :data:`MODEL_ERROR`)."""
+
+MODEL_ERROR = 1.33
+"""The time model's stated accuracy, predicted over measured (docs/roofline.md: within
+[0.75, 1.33] on the H200): a plan that does the same work as the fastest
+(:data:`SAME_WORK`) and peaks lower is recommended while predicted at most this many
+times the fastest's time. On the H200, against reverse mode, recompute was predicted
+1.29x and measured 1.12x on cp-reconstruction, predicted 1.13x and measured 0.79x on
+mps-layer (docs/budgets.md)."""
+
+
+SAME_WORK_SAVING = 0.05
+"""The least relative peak saving for which :data:`MODEL_ERROR` applies: 5%, a saving
+that shows beside the rest of a model's tensors (16% on cp-reconstruction, 27% on
+mps-layer); below it the sliding price (:data:`PEAK_PRICE`) decides."""
+
+
 def _least_peak_nearly_as_fast(fitting: Sequence[PlanScore], fastest: PlanScore,
                                torch_plan: PlanScore | None) -> PlanScore:
     """The plan of least peak among those whose lower peak pays for their extra time.
 
     A plan qualifies when its predicted time is within ``PEAK_PRICE`` times its relative
-    peak saving over ``fastest``, and :data:`TIME_SLACK`, of ``fastest``'s; never when it
-    is slower than torch.einsum's own execution where that fits (a plan is recommended
-    over it only where it is predicted no slower).
+    peak saving over ``fastest``, and :data:`TIME_SLACK`, of ``fastest``'s, or, doing the
+    same work (:data:`SAME_WORK`) at a lower peak, within :data:`MODEL_ERROR` of it;
+    never when it is slower than torch.einsum's own execution where that fits (a plan
+    is recommended over it only where it is predicted no slower).
     """
     def worth_it(plan: PlanScore) -> bool:
         saving = 1 - plan.peak_bytes / max(fastest.peak_bytes, 1)
-        bound = fastest.predicted_s * (1 + min(TIME_SLACK, PEAK_PRICE * saving))
+        same_work = (saving >= SAME_WORK_SAVING and plan.training_flops
+                     <= fastest.training_flops * (1 + SAME_WORK))
+        bound = fastest.predicted_s * (MODEL_ERROR if same_work else
+                                       1 + min(TIME_SLACK, PEAK_PRICE * saving))
         if torch_plan is not None:
             bound = min(bound, torch_plan.predicted_s)
         return plan.predicted_s <= bound

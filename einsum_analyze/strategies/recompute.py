@@ -41,7 +41,7 @@ from ..errors import PlanningError
 from ..model.deadline import past_deadline
 from ..model.lowering import Layout, lower_events
 from ..model.memory import input_elements, simulate_memory, tensor_name
-from ..model.planning import Plan
+from ..model.planning import Plan, Step, size_of
 from ..model.schedule import Event, Kernel
 from .checkpoint_schedule import read_in_backward
 from .common import ScheduleBuilder, StrategyInput, needs_grad
@@ -125,9 +125,14 @@ def _compatible(plan: Plan, i: int, chosen: frozenset[int]) -> bool:
 
 
 def recompute_events(
-    plan: Plan, grad: Collection[int], recompute: Iterable[int]
+    plan: Plan, grad: Collection[int], recompute: Iterable[int], *, depth_first: bool = False
 ) -> ScheduleBuilder:
     """Reverse mode that remakes ``recompute`` in backward, in the order of the module.
+
+    ``depth_first``: in step 2, each gradient of an input of ``P`` made by a step with no
+    remade input is taken down that step's sub-tree at once (its gradients, and so on
+    below), while ``X``'s gradient is still live, instead of in reverse mode's order
+    later: the small gradients below an outer product are made and freed one by one.
 
     Example:
         >>> from einsum_analyze import parse_equation, Plan
@@ -154,6 +159,19 @@ def recompute_events(
             if i >= num_ops and (i in retain or i in remade):
                 builder.free(tensor_name(i, num_ops), term)
 
+    def settle(step: Step) -> None:
+        """``step``'s gradients one by one, each taken down its own sub-tree at once."""
+        order = sorted((p for p, i in enumerate(step.inputs) if needs[i]),
+                       key=lambda p: size_of(step.input_terms[p], plan.equation.size_dict))
+        for pos in order:
+            _step_gradients(builder, step, needs, num_ops, positions=(pos,),
+                            release=pos == order[-1])
+            below = producer.get(step.inputs[pos])
+            if below is not None and not any(i in remade for i in below.inputs):
+                settle(below)
+                free_kept(below.inputs, below.input_terms)
+                done.add(below.output)
+
     for step in reversed(plan.steps):
         if step.output in done:
             continue
@@ -168,7 +186,16 @@ def recompute_events(
         x = step.inputs[pos]
         made = producer[x]
         _step_gradients(builder, step, needs, num_ops, positions=(pos,), release=False)
-        _step_gradients(builder, made, needs, num_ops)
+        others = [p for p in range(len(step.inputs)) if p != pos]
+        # An input of S that no gradient left to make reads (the other input of a
+        # pairwise step: its gradient reads X) goes now, before P's gradients.
+        early = [q for q in others
+                 if not any(needs[step.inputs[p]] for p in others if p != q)]
+        free_kept([step.inputs[q] for q in early], [step.input_terms[q] for q in early])
+        if depth_first:
+            settle(made)
+        else:
+            _step_gradients(builder, made, needs, num_ops)
         done.add(x)
         builder.events.append(Event(
             kind="alloc", tensor=tensor_name(x, num_ops), elements=made.output_elements,
@@ -177,18 +204,19 @@ def recompute_events(
             equation=made.equation, flops=made.flops, recompute=True,
         ))
         free_kept(made.inputs, made.input_terms)
-        others = [p for p in range(len(step.inputs)) if p != pos]
         _step_gradients(builder, step, needs, num_ops, positions=others)
-        free_kept(step.inputs, step.input_terms)
+        late = [q for q in range(len(step.inputs)) if q not in early]
+        free_kept([step.inputs[q] for q in late], [step.input_terms[q] for q in late])
     return builder
 
 
 def _peak(plan: Plan, grad: frozenset[int], recompute: frozenset[int], itemsize: int,
-          upstream_copy: bool, cache: dict[tuple[tuple[Layout, ...], str], Kernel]) -> int:
+          upstream_copy: bool, cache: dict[tuple[tuple[Layout, ...], str], Kernel],
+          depth_first: bool = False) -> int:
     """Training peak of the lowered schedule, as build_strategy replays it."""
     equation = plan.equation
-    events = lower_events(recompute_events(plan, grad, recompute).events, equation.terms,
-                          equation.size_dict, cache=cache)
+    built = recompute_events(plan, grad, recompute, depth_first=depth_first)
+    events = lower_events(built.events, equation.terms, equation.size_dict, cache=cache)
     return simulate_memory(
         events, input_elements=input_elements(plan),
         output_elements=plan.steps[-1].output_elements, itemsize=itemsize,
@@ -239,11 +267,19 @@ def build_recompute(given: StrategyInput) -> ScheduleBuilder:
         cheap = float(given.options.get("max_flops_per_element", CHEAP))
         chosen = choose_recompute(plan, grad, given.itemsize, max_flops_per_element=cheap,
                                      upstream_copy=given.upstream_copy)
-    builder = recompute_events(plan, grad, chosen)
+    depth_first = given.options.get("depth_first")
+    if depth_first is None:  # the order of the lower peak; reverse mode's on a tie
+        cache: dict[tuple[tuple[Layout, ...], str], Kernel] = {}
+        depth_first = bool(chosen) and _peak(
+            plan, frozenset(grad), chosen, given.itemsize, given.upstream_copy, cache,
+            depth_first=True) < _peak(plan, frozenset(grad), chosen, given.itemsize,
+                                      given.upstream_copy, cache)
+    builder = recompute_events(plan, grad, chosen, depth_first=bool(depth_first))
     producer = {step.output: step for step in plan.steps}
     details: dict[str, Any] = {
         "recomputed": sorted(chosen),
         "recompute_flops": sum(producer[i].flops for i in chosen),
+        "depth_first": bool(depth_first),
     }
     builder.details["recompute"] = details
     return builder
@@ -256,5 +292,5 @@ SPEC = StrategySpec(
     "in backward instead of keeping them, ordering each step's gradients around them",
     default=False,
     searched=True,
-    options={"recompute": None, "max_flops_per_element": CHEAP},
+    options={"recompute": None, "max_flops_per_element": CHEAP, "depth_first": None},
 )

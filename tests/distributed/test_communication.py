@@ -11,6 +11,7 @@ import itertools
 from typing import Any
 
 import pytest
+from budgets import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +37,7 @@ def _written(term: str, sizes: dict[str, int], slices: SlicePlan, k: int) -> set
     return _cells(tuple(ranges.get(c, (0, sizes[c])) for c in term))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.sampled_from(["ij,jk->ik", "ijj,jk->ik", "bi,bj->bij", "abc,cd->abd"]),
        st.integers(1, 3), st.integers(1, 3), st.integers(1, 4),
        st.sampled_from(["gather", "overlap"]), st.booleans())

@@ -21,6 +21,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from budgets import examples
 from corpus import CASES, corpus_plan, runnable_cases
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -148,7 +149,7 @@ def test_tn18_midpoint_runs_and_recomputes():
 
 # --- hypothesis -------------------------------------------------------------------------------
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(problem=einsum_problems(max_operands=6, ellipsis=False), data=st.data())
 def test_random_equations(problem, data):
     plan, grad = drawn_plan(problem, data)
@@ -165,7 +166,7 @@ def test_random_equations(problem, data):
           seed=data.draw(st.integers(0, 99)))
 
 
-@settings(deadline=None, max_examples=30)
+@settings(deadline=None, max_examples=examples(30))
 @given(problem=einsum_problems(min_operands=3, max_operands=6, ellipsis=True), data=st.data())
 def test_random_equations_with_ellipsis_every_policy(problem, data):
     eq = parse_equation(problem.equation, problem.shapes)

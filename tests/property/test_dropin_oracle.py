@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
+from budgets import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import EinsumProblem, einsum_problems, grad_subsets
@@ -61,7 +62,7 @@ def test_random_equations_match_the_float64_oracle(problem: EinsumProblem,
             assert _close(g, w)
 
 
-@settings(deadline=None, max_examples=25)
+@settings(deadline=None, max_examples=examples(25))
 @given(problem=einsum_problems(max_operands=4, ellipsis=False), data=st.data())
 def test_random_complex_equations_match_the_oracle(problem: EinsumProblem,
                                                    data: st.DataObject) -> None:

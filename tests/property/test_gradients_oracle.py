@@ -23,6 +23,7 @@ from unittest import mock
 import numpy as np
 import pytest
 import torch
+from budgets import examples
 from corpus import CASES, corpus_plan, runnable_cases
 from hypothesis import assume, event, find, given, settings
 from hypothesis import strategies as st
@@ -278,7 +279,7 @@ def test_the_generator_draws_every_kind_of_index(feature):
     assert feature in features(found, parse_equation(found.equation, found.shapes))
 
 
-@settings(deadline=None, max_examples=30)
+@settings(deadline=None, max_examples=examples(30))
 @given(problem=PROBLEMS, data=st.data())
 def test_random_equations_numpy_backend(problem: EinsumProblem, data):
     eq = parse_equation(problem.equation, problem.shapes)

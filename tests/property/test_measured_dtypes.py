@@ -10,6 +10,7 @@ and a forward-only run that made an upstream gradient it never read.
 from __future__ import annotations
 
 import pytest
+from budgets import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import einsum_problems, grad_subsets
@@ -41,7 +42,7 @@ def test_the_cases_that_measured_above_the_model(equation, shapes, dtype, strate
 
 @given(problem=einsum_problems(max_operands=3, max_rank=3, max_size=4),
        dtype=st.sampled_from(DTYPES), strategy=st.sampled_from(STRATEGIES), data=st.data())
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_measured_peak_equals_the_prediction_on_every_dtype(problem, dtype, strategy, data):
     grad = data.draw(grad_subsets(len(problem.shapes))) or "none"
     measured, predicted = measured_and_predicted(problem.equation, problem.shapes, dtype,

@@ -11,6 +11,7 @@ peak is checked on mps-layer in tests/unit/strategies/test_recompute.py.
 from __future__ import annotations
 
 import pytest
+from budgets import examples
 from corpus import CASES, corpus_plan, runnable_cases
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -41,9 +42,15 @@ def compatible(plan: Plan, wanted: list[int]) -> list[int]:
 
 
 def check(text: str, plan: Plan, grad: list[int], recompute: list[int] | None, *,
-          dtype: str = "float64", seed: int = 0) -> StrategyResult:
-    """Run the recompute schedule and check it against the oracle."""
-    options = {} if recompute is None else {"recompute": recompute}
+          dtype: str = "float64", seed: int = 0,
+          depth_first: bool | None = None) -> StrategyResult:
+    """Run the recompute schedule and check it against the oracle.
+
+    ``depth_first``: the order of step 2 (None: the strategy's choice, by the peak).
+    """
+    options: dict[str, object] = {} if recompute is None else {"recompute": recompute}
+    if depth_first is not None:
+        options["depth_first"] = depth_first
     result = build_strategy("recompute", plan, grad, itemsize=ITEMSIZE[dtype],
                             options=options, upstream_copy=dtype.startswith("complex"))
     operands, upstream = make_inputs(plan, seed, dtype)
@@ -60,6 +67,8 @@ def check(text: str, plan: Plan, grad: list[int], recompute: list[int] | None, *
     assert section["recompute_flops"] == sum(e.flops for e in result.events if e.recompute)
     if recompute is not None:
         assert section["recomputed"] == sorted(recompute if grad else [])
+    if depth_first is not None:
+        assert section["depth_first"] is depth_first
     return result
 
 
@@ -73,7 +82,8 @@ def test_corpus_every_operand(case):
     grad = list(range(plan.equation.num_operands))
     chosen = check(case.equation, plan, grad, None)
     every = compatible(plan, list(recompute_candidates(plan, grad)))
-    check(case.equation, plan, grad, every)
+    for depth_first in (False, True):
+        check(case.equation, plan, grad, every, depth_first=depth_first)
     check(case.equation, plan, [0], None)
     reverse = build_strategy("reverse", plan, grad, itemsize=8)
     # The greedy choice never raises the peak above reverse mode's.
@@ -89,7 +99,7 @@ def test_corpus_complex(case):
     check(case.equation, plan, grad, every, dtype="complex128")
 
 
-@settings(deadline=None, max_examples=80)
+@settings(deadline=None, max_examples=examples(80))
 @given(problem=einsum_problems(max_operands=6, ellipsis=False), data=st.data())
 def test_random_equations(problem, data):
     plan, grad = drawn_plan(problem, data)
@@ -99,5 +109,7 @@ def test_random_equations(problem, data):
                       label="recompute")
     dtype = data.draw(st.sampled_from(["float64", "complex128"]), label="dtype")
     seed = data.draw(st.integers(0, 99))
-    check(problem.equation, plan, grad, compatible(plan, drawn), dtype=dtype, seed=seed)
+    depth_first = data.draw(st.booleans(), label="depth_first")
+    check(problem.equation, plan, grad, compatible(plan, drawn), dtype=dtype, seed=seed,
+          depth_first=depth_first)
     check(problem.equation, plan, grad, None, dtype=dtype, seed=seed)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from budgets import examples
 from corpus import CASES, corpus_plan, runnable_cases
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -176,7 +177,7 @@ def test_cpu_allocator_peak_equals_the_prediction(equation, shapes, chunks, fuse
 
 # --- hypothesis -------------------------------------------------------------------------------
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(problem=einsum_problems(max_operands=5, ellipsis=False), data=st.data())
 def test_random_equations(problem, data):
     eq = parse_equation(problem.equation, problem.shapes)

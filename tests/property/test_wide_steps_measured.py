@@ -14,6 +14,7 @@ hypothesis equations under limits small enough to force wide steps.
 from __future__ import annotations
 
 import pytest
+from budgets import examples
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from opt_einsum_pairs import MEMORY_LIMITED
@@ -94,7 +95,7 @@ OURS = tuple(name for name in strategy_names() if name != "torch-autograd")
 
 @given(problem=einsum_problems(min_operands=3, max_operands=4, max_rank=3, max_size=4),
        limit=st.integers(1, 2), strategy=st.sampled_from(OURS), data=st.data())
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_wide_steps_are_measured_as_predicted(problem, limit, strategy, data):
     grad = data.draw(grad_subsets(len(problem.shapes))) or "none"
     report = analyze(problem.equation, problem.shapes, optimize="greedy", dtype="float64",

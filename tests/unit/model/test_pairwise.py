@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import opt_einsum
 import pytest
+from budgets import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import einsum_problems
@@ -91,7 +92,7 @@ def test_a_wide_explicit_path_runs_pairwise_and_says_so():
 
 
 @given(problem=einsum_problems(min_operands=3, max_operands=5), limit=st.integers(1, 4))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_a_split_computes_what_the_wide_step_does(problem, limit):
     torch = pytest.importorskip("torch")
     eq = parse_equation(problem.equation, problem.shapes)

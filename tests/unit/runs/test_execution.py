@@ -9,6 +9,7 @@ import json
 
 import pytest
 import torch
+from budgets import examples
 from click.testing import CliRunner
 from corpus import small_cases
 from hypothesis import given, settings
@@ -574,7 +575,7 @@ def test_complex_conjugation_makes_no_hidden_copy():
         assert error < 1e-5
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(problem=einsum_problems())
 def test_allocator_peak_equals_prediction_on_random_complex_equations(problem):
     for name, (peak, predicted, retained, kept, error) in _allocator_figures(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import opt_einsum.testing
 import pytest
+from budgets import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from report_schema import validate_report
@@ -57,7 +58,7 @@ def random_equation(n: int, seed: int) -> tuple[str, list[tuple[int, ...]]]:
     return eq, [tuple(s) for s in shapes]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(n=st.integers(3, 7), seed=st.integers(0, 10_000), grad_bits=st.integers(0, 127))
 def test_the_tree_cost_is_reverse_modes_training_flops(n: int, seed: int, grad_bits: int):
     eq_text, shapes = random_equation(n, seed)
@@ -85,7 +86,7 @@ def _all_trees(pieces):
                     yield (a, b)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(n=st.integers(3, 5), seed=st.integers(0, 10_000), grad_bits=st.integers(1, 31),
        kind=st.sampled_from(["training-flops", "retained"]))
 def test_the_subset_program_is_exact_against_brute_force(n, seed, grad_bits, kind):
@@ -98,7 +99,7 @@ def test_the_subset_program_is_exact_against_brute_force(n, seed, grad_bits, kin
     assert found[0] == brute == model.tree_cost(found[1])
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(n=st.integers(4, 12), seed=st.integers(0, 10_000), limit_scale=st.integers(1, 4))
 def test_reconfiguration_never_costs_more_and_keeps_the_limit(n, seed, limit_scale):
     eq_text, shapes = random_equation(n, seed)

@@ -174,9 +174,10 @@ def test_registered_for_budgets_not_by_default() -> None:
 
 
 def test_mps_layer_midpoint_budget_is_met_by_slicing() -> None:
-    # The training-plans issue's budget B on mps-layer: no unsliced plan reaches it.
+    # Below recompute's 9.86 MiB (the least unsliced peak on mps-layer; the
+    # training-plans issue's budget B was 9.87 MiB, which recompute now meets).
     case = CASES["mps-layer"]
-    budget = int(9.87 * 2**20)
+    budget = int(9.8 * 2**20)
     report = analyze(case["equation"], case["shapes"], budget=budget,
                      strategies=["reverse", "checkpoint", "sliced"], max_search_s=None)
     rec = report.recommended

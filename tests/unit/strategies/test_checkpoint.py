@@ -11,6 +11,7 @@ import json
 import math
 
 import pytest
+from budgets import examples
 from corpus import CASES, by_name
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -254,7 +255,7 @@ def test_below_the_least_peak_it_says_it_does_not_fit():
     )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(problem=einsum_problems(min_operands=3, max_operands=6, ellipsis=False),
        data=st.data())
 def test_the_exact_search_equals_brute_force(problem, data):

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import torch
+from budgets import examples
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from torch_einsum_cases import OPINFO, TorchCase
@@ -142,7 +143,7 @@ def test_retain_graph_runs_backward_twice(strategy: str, eager_path: str) -> Non
     torch.testing.assert_close(second, want)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     case=st.sampled_from([("ij,jk,kl->il", ((4, 5), (5, 6), (6, 3))),
                           ("c->", ((6,),)),
@@ -194,6 +195,20 @@ def test_patch_restores_torch_einsum_across_threads_in_any_order() -> None:
     threads[1].join(5)
     assert routed == [True, True]
     assert torch.einsum is original and torch.functional.einsum is original
+
+
+def test_patch_runs_its_own_options_and_the_defaults_without_them() -> None:
+    a, b, c = (torch.ones(2, 3, requires_grad=True), torch.ones(3, 4, requires_grad=True),
+               torch.ones(4, 5, requires_grad=True))
+    dropin.clear_cache()
+    with dropin.patch(strategy="checkpoint"):
+        torch.einsum("ij,jk,kl->il", a, b, c).sum().backward()
+    with dropin.patch():
+        torch.einsum("ij,jk,kl->il", a, b, c).sum().backward()
+    first, second = dropin.cache_info().choices
+    assert (first.runs, first.reason) == ("checkpoint", "strategy 'checkpoint' asked for")
+    assert "asked for" not in second.reason  # auto: chosen, not asked for
+    assert a.grad is not None and float(a.grad[0, 0]) == 2 * 20.0  # two calls, 4 * 5 each
 
 
 def test_integer_and_bool_operands_run_torch_einsum() -> None:
