@@ -7,10 +7,12 @@ step needs a gradient. Backward FLOPs are about twice the forward FLOPs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 from ..model.memory import forward_schedule, tensor_name
 from ..model.planning import Plan, Step, size_of
+from ..model.schedule import Event
 from .common import ScheduleBuilder, StrategyInput, needs_grad, single_step_core
 from .registry import StrategySpec
 
@@ -89,8 +91,11 @@ def _step_gradients(
         (pos for pos in chosen if needs[step.inputs[pos]]),
         key=lambda pos: size_of(step.input_terms[pos], size_dict),
     )
+    pair = len(step.inputs) == 2
     for pos in wanted:
         i = step.inputs[pos]
+        if pair and _pair_gradient(builder, step, pos, num_ops, upstream):
+            continue
         sources = [upstream] + [
             tensor_name(step.inputs[q], num_ops) for q in range(len(step.inputs)) if q != pos
         ]
@@ -106,6 +111,38 @@ def _step_gradients(
         )
     if release and not consumed:
         builder.free(upstream, step.output_term)
+
+
+def _pair_gradient(builder: ScheduleBuilder, step: Step, pos: int, num_ops: int,
+                   upstream: str) -> bool:
+    """The gradient of input ``pos`` of a pairwise step, where it is one plain contraction.
+
+    ``dA = einsum(C, B -> A)`` when A repeats no label and each of its labels is in C or
+    B (as a rule): its core's output is A itself, in A's order, so the event is what
+    :meth:`ScheduleBuilder.gradient` makes of :func:`single_step_core` (no view, no
+    embedding), built without either. Its FLOPs: the joint labels are A's and B's (C
+    holds no others). Returns False, adding nothing, for any other gradient.
+    """
+    target_term = step.input_terms[pos]
+    other = step.input_terms[1 - pos]
+    output = step.output_term
+    labels, others = set(target_term), set(other)
+    if len(labels) != len(target_term) or not (labels - others).issubset(output):
+        return False
+    size_dict = builder.size_dict
+    i = step.inputs[pos]
+    # Something summed: B holds a label A lacks (opt_einsum's convention, count_flops).
+    flops = math.prod(map(size_dict.__getitem__, labels | others)) * (1 if others <= labels else 2)
+    builder.events.append(Event(
+        "alloc", f"d{i}" if i < num_ops else f"g{i}", size_of(target_term, size_dict),
+        "backward", "contract", (upstream, tensor_name(step.inputs[1 - pos], num_ops)),
+        f"{output},{other}->{target_term}", "", (), flops,
+    ))
+    if i < num_ops:
+        builder.operand_flops[i] = builder.operand_flops.get(i, 0) + flops
+    else:
+        builder.shared_flops += flops
+    return True
 
 
 def build_reverse(given: StrategyInput) -> ScheduleBuilder:
