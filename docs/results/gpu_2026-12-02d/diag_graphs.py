@@ -1,3 +1,4 @@
+# ruff: noqa  (a diagnostic run once on the H200, kept as it ran)
 """Session 6: which sequence of drop-in calls on tn18-b65536-bond64 hits the illegal access."""
 import json, sys, torch
 from einsum_analyze.torch import einsum, cache_info
