@@ -26,13 +26,14 @@ from typing import Any
 from ..analysis import analyze
 from ..model.equation import parse_equation
 from ..model.memory import simulate_memory
+from ..model.schedule import STEP_OPERATIONS
 from ..model.types import DTYPE_ITEMSIZE
 from ..model.units import format_exact_bytes, format_seconds
 from ..roofline import HostCosts, kernel_seconds, predict_time, step_costs
 from .choice import NO_BUDGET, TIME_MARGIN, call_profile, node_s
 
 __all__ = ["GRAPH_NODE_S", "PLAUSIBLE", "REPLAY_S", "ROUNDING", "GraphPrediction",
-           "GraphTrial", "pool_bytes", "predict_graphs"]
+           "GraphTrial", "launches_product", "pool_bytes", "predict_graphs"]
 
 ROUNDING = 512
 """Bytes the CUDA caching allocator rounds every block up to."""
@@ -55,7 +56,7 @@ def _rounded(nbytes: int) -> int:
     return -(-nbytes // ROUNDING) * ROUNDING if nbytes else 0
 
 
-def pool_bytes(plan: Any) -> int:
+def pool_bytes(plan: Any, workspace_bytes: int = 0) -> int:
     """Bytes in use in the graphs' pool at the captures' peak, as the allocator counts them.
 
     The plan's events replayed as the two captures run them: the operands and the
@@ -63,6 +64,11 @@ def pool_bytes(plan: Any) -> int:
     pool), and the tensors forward keeps for backward stay allocated through the
     backward capture (the slot holds them: the next replay writes them again), as do
     the result and the gradients. Every block rounded up to 512 bytes.
+
+    ``workspace_bytes``: the matrix-product library's workspace, which the captures
+    make in the pool at their first product (:mod:`.graphs` clears the per-stream
+    workspaces before capturing) and hold to their end; counted from the first event
+    that may launch one (:func:`launches_product`).
 
     Example:
         A plan keeping one 60-byte intermediate, with a 72-byte result and gradients of
@@ -85,7 +91,25 @@ def pool_bytes(plan: Any) -> int:
     profile = simulate_memory(events, input_elements=0, output_elements=0,
                               itemsize=plan.result.memory.itemsize,
                               granularity=ROUNDING, cpu=False)
-    return int(profile.peak_bytes)
+    first = next((k for k, event in enumerate(events) if launches_product(event)), None)
+    if not workspace_bytes or first is None:
+        return int(profile.peak_bytes)
+    before = max(profile.high_bytes[:first], default=0)
+    return int(max(before, max(profile.high_bytes[first:]) + _rounded(workspace_bytes)))
+
+
+def launches_product(event: Any) -> bool:
+    """Whether ``event`` may launch a matrix product (a BLAS call, with its workspace).
+
+    A lowered event does where its kernel is a batched product; an event no lowering
+    has seen runs torch.einsum, which may where it has two inputs.
+    """
+    if event.kind != "alloc" or event.op not in STEP_OPERATIONS:
+        return False
+    kernel = event.kernel
+    if kernel is None:
+        return len(event.inputs) >= 2
+    return bool(kernel.kind == "bmm")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,7 +176,7 @@ class GraphPrediction:
                    f" and the budget of {format_exact_bytes(self.budget_bytes)}"))
 
 
-def predict_graphs(plan: Any, key: tuple[Any, ...]) -> GraphPrediction:
+def predict_graphs(plan: Any, key: tuple[Any, ...], workspace_bytes: int = 0) -> GraphPrediction:
     """Price a graphed call of ``plan`` against what the call runs otherwise.
 
     On the profile of the call's device (:func:`.choice.call_profile`: its calibration
@@ -167,7 +191,8 @@ def predict_graphs(plan: Any, key: tuple[Any, ...]) -> GraphPrediction:
     torch.einsum's own execution (the ``torch-autograd`` model) where the plan runs
     torch.einsum.
 
-    ``key`` is the plan cache's key (equation, shapes, dtype, ...).
+    ``key`` is the plan cache's key (equation, shapes, dtype, ...); ``workspace_bytes``
+    the device's matrix-product workspace, which the pool holds (:func:`pool_bytes`).
     """
     equation, shapes, dtype = key[0], key[1], key[2]
     itemsize = DTYPE_ITEMSIZE[dtype]
@@ -197,7 +222,7 @@ def predict_graphs(plan: Any, key: tuple[Any, ...]) -> GraphPrediction:
         other_s = predict_time(plan.result.events, sizes, itemsize, profile,
                                dtype).total_s + node_s(profile)
     static = sum(_rounded(b) for b in operand_bytes) + (_rounded(out_bytes) if plan.grad else 0)
-    pool = pool_bytes(plan)
+    pool = pool_bytes(plan, workspace_bytes)
     peak = (sum(_rounded(b) for b in operand_bytes) + static + pool + _rounded(out_bytes)
             + ((_rounded(out_bytes) + sum(_rounded(b) for b in grad_bytes)) if plan.grad
                else 0))

@@ -19,10 +19,20 @@ every call's data its own:
   to :data:`MAX_INSTANCES`; beyond that it runs the eager events. Either way the first
   call's tensors stay as they were.
 - **Capture.** On a side stream of the slot's own, after a warm-up of the eager events
-  there (libraries' handles and workspaces made outside the capture); both graphs
-  share one memory pool. No capture starts while the current stream is capturing
-  (the caller's own graph): such calls run eagerly. A capture that fails leaves the
-  slot eager for good, with the error in its description.
+  there (libraries' handles made outside the capture); both graphs share one memory
+  pool. No capture starts while the current stream is capturing (the caller's own
+  graph): such calls run eagerly. A capture that fails leaves the slot eager for good,
+  with the error in its description.
+- **The BLAS workspace is the pool's.** cuBLAS keeps one workspace per handle and
+  stream, and a captured product reads and writes the one it found. torch.compile's
+  CUDA graphs (``mode="reduce-overhead"``) clear every such workspace when they
+  capture; a workspace our warm-up had made was then freed under our graphs, and
+  their next replay ran on memory given to others (an illegal memory access on the
+  H200, with compiled reduce-overhead torch.einsum in the same process). So the
+  per-stream workspaces are cleared before each capture, as torch.compile does: the
+  capture's first product makes its workspace in the graphs' own pool, which nothing
+  else allocates from, and clearing them after it leaves no eager product on that
+  memory. The pool's prediction counts it (:func:`blas_workspace_bytes`).
 - **Streams.** Replays run on the current stream; a call on another stream than the
   last replay's waits for that stream's work first.
 
@@ -53,11 +63,11 @@ import torch
 
 from ..errors import DropinValueError, EinsumAnalyzeError
 from ..model.units import format_exact_bytes
-from .graph_model import GraphPrediction, GraphTrial, pool_bytes, predict_graphs
+from .graph_model import ROUNDING, GraphPrediction, GraphTrial, pool_bytes, predict_graphs
 
 __all__ = ["AUTO_CAPTURE_CALLS", "CUDA_GRAPHS_CHOICES", "MAX_INSTANCES", "TRIAL_CALLS",
-           "TRIAL_ROUNDS", "CudaGraphs", "GraphInstance", "GraphSlot", "check_cuda_graphs",
-           "pool_bytes", "predict_graphs"]
+           "TRIAL_ROUNDS", "CudaGraphs", "GraphInstance", "GraphSlot", "blas_workspace_bytes",
+           "check_cuda_graphs", "clear_blas_workspaces", "pool_bytes", "predict_graphs"]
 
 CudaGraphs = bool | Literal["auto"]
 """The ``cuda_graphs`` option: True (replay wherever a plan of ours can), False (never),
@@ -123,6 +133,46 @@ def _side_stream(device: torch.device) -> Any:
         if stream is None:
             stream = _SIDE_STREAMS[index] = torch.cuda.Stream(device=index)  # type: ignore[no-untyped-call]
         return stream
+
+
+def clear_blas_workspaces() -> None:
+    """Drop cuBLAS's per-stream workspaces: a stream's next product makes its own."""
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)  # noqa: SLF001
+    if clear is not None:
+        clear()
+
+
+_WORKSPACES: dict[int, int] = {}
+
+
+def blas_workspace_bytes(device: Any) -> int:
+    """Bytes the first matrix products on a stream without a workspace allocate.
+
+    Measured once per device, from the allocator: a product and a batched product of
+    8 x 8 matrices on the capture stream right after the workspaces were cleared, less
+    their results. What a capture adds to its pool at its first product.
+    """
+    device = torch.device(device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    with _SIDE_LOCK:
+        known = _WORKSPACES.get(index)
+    if known is not None:
+        return known
+    side = _side_stream(torch.device("cuda", index))
+    a = torch.ones(8, 8, device=device)
+    torch.cuda.synchronize(index)
+    clear_blas_workspaces()
+    base = torch.cuda.memory_allocated(index)
+    with torch.cuda.stream(side):
+        products = [torch.mm(a, a), torch.bmm(a[None], a[None])]
+    torch.cuda.synchronize(index)
+    grown = torch.cuda.memory_allocated(index) - base
+    grown -= sum(-(-p.numel() * p.element_size() // ROUNDING) * ROUNDING for p in products)
+    del products
+    clear_blas_workspaces()
+    with _SIDE_LOCK:
+        _WORKSPACES[index] = max(int(grown), 0)
+    return _WORKSPACES[index]
 
 
 class _Token:
@@ -200,11 +250,27 @@ class GraphInstance:
         self.last_stream = current
 
     def record(self, plan: Any, needs_grad: bool) -> None:
-        """Capture the graphs on the warmed-up static copies (one pool for both)."""
+        """Capture the graphs on the warmed-up static copies (one pool for both).
+
+        The BLAS workspaces are cleared on both sides of the captures (the module's
+        docstring): the captured products use one made in this pool.
+        """
         statics, upstream = self.static_inputs, self.static_upstream
         current = torch.cuda.current_stream(statics[0].device)
         side = _side_stream(statics[0].device)
         side.wait_stream(current)
+        torch.cuda.synchronize(statics[0].device)  # no product in flight on a workspace
+        clear_blas_workspaces()
+        try:
+            self._capture(plan, needs_grad, statics, upstream, side)
+        finally:
+            torch.cuda.synchronize(statics[0].device)
+            clear_blas_workspaces()
+        current.wait_stream(side)
+        self.last_stream = current
+
+    def _capture(self, plan: Any, needs_grad: bool, statics: list[torch.Tensor],
+                 upstream: torch.Tensor | None, side: Any) -> None:
         pool = torch.cuda.graph_pool_handle()
         forward = torch.cuda.CUDAGraph()
         with torch.cuda.graph(forward, pool=pool, stream=side, capture_error_mode=_MODE):
@@ -219,12 +285,10 @@ class GraphInstance:
             with torch.cuda.graph(backward, pool=pool, stream=side,
                                   capture_error_mode=_MODE):
                 gradients = plan.run_backward(list(saved), upstream)
-        current.wait_stream(side)
         self.static_output, self.static_saved = output, saved
         self.static_gradients = gradients
         self.forward_graph, self.backward_graph = forward, backward
         self.pool_reserved_bytes = _pool_reserved(pool)
-        self.last_stream = current
 
     # -- replaying ---------------------------------------------------------------
     def run_forward(self, tensors: Any) -> torch.Tensor:
@@ -294,8 +358,11 @@ class GraphSlot:
         if self.prediction is None:
             if mode is not True and self.calls < AUTO_CAPTURE_CALLS:
                 return False
+            workspace = self.workspace_bytes()
+            if workspace is None:  # capturing: :meth:`usable` says why; a later call predicts
+                return True
             try:
-                self.prediction = predict_graphs(plan, self.key)
+                self.prediction = predict_graphs(plan, self.key, workspace)
             except EinsumAnalyzeError as err:  # a profile without this dtype's rate, ...
                 self.failed = f"not predicted: {err}"
                 return False
@@ -304,6 +371,18 @@ class GraphSlot:
         if self.trial is not None:
             return self.trial.faster
         return self.prediction.plausible  # captured, then tried (:meth:`run_trial`)
+
+    def workspace_bytes(self) -> int | None:
+        """The device's BLAS workspace (:func:`blas_workspace_bytes`).
+
+        None while the current stream is capturing, when it cannot be measured; 0 where
+        torch has no CUDA (the prediction alone, as the tests on the CPU make it).
+        """
+        if not torch.cuda.is_available():
+            return 0
+        if _capturing():
+            return None
+        return blas_workspace_bytes(self.key[3])
 
     def needs_trial(self, mode: CudaGraphs) -> bool:
         """Whether this call, having captured, measures the graphs first (``"auto"``)."""

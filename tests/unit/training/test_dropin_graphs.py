@@ -16,6 +16,7 @@ import torch
 from einsum_analyze.errors import DropinValueError
 from einsum_analyze.torch import Einsum, cache_info, clear_cache, einsum, patch
 from einsum_analyze.training.choice import NO_BUDGET
+from einsum_analyze.training.graph_model import launches_product
 from einsum_analyze.training.graphs import (
     AUTO_CAPTURE_CALLS,
     GraphSlot,
@@ -101,6 +102,21 @@ def test_the_pool_holds_what_the_captures_keep_hand_counted() -> None:
         "x3", "x4", "x4.torch", "g4", "g3", "d2", "d0", "d1"]
     assert plan.new_saved == ("x3",)
     assert pool_bytes(plan) == 6 * 512
+
+
+def test_the_blas_workspace_joins_the_pool_at_the_first_product() -> None:
+    # the chain's first event is a product: the workspace is held with every block after
+    plan = get_plan(*_key(SMALL))
+    first = next(e for e in plan.result.events if e.kind == "alloc")
+    assert launches_product(first)
+    assert pool_bytes(plan, 8 << 20) == 6 * 512 + (8 << 20)
+    assert pool_bytes(plan, 1000) == 6 * 512 + 1024  # one block, rounded as the others
+    # a trace sums: no product, no workspace
+    trace = ("ii->", ((5, 5),), "float32", "cuda:0", (True,), "reverse", "auto", NO_BUDGET)
+    summed = get_plan(*trace)
+    assert not any(launches_product(e) for e in summed.result.events)
+    assert pool_bytes(summed, 8 << 20) == pool_bytes(summed) > 0
+    assert predict_graphs(plan, _key(SMALL), 8 << 20).pool_bytes == 6 * 512 + (8 << 20)
 
 
 def test_a_graphed_call_is_predicted_faster_where_launches_dominate() -> None:

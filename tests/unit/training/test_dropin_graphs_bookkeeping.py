@@ -45,6 +45,9 @@ class _CpuSlot(GraphSlot):
     def usable(self, needs_grad: bool) -> str | None:
         return None  # no stream to capture, no hooks in these tests
 
+    def workspace_bytes(self) -> int | None:
+        return 0  # no BLAS library to make one
+
     def new_instance(self) -> GraphInstance:
         return _CpuGraphs(self.copies_by_tensor)
 
