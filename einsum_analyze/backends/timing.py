@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Measurement", "Timer", "measure", "measure_interleaved", "paused_collection",
-           "prepare"]
+__all__ = ["COLLECTED", "Measurement", "Timer", "measure", "measure_interleaved",
+           "paused_collection", "prepare"]
 
 NOISY = 0.10
 """IQR over median at or above which a measurement is flagged as noisy."""
@@ -144,6 +144,13 @@ def _one_block(timer: Timer, calls: int) -> float:
         return timer.clock() - start
 
 
+COLLECTED = 1
+"""The generations :func:`measure_interleaved` collects before its rounds: 0 and 1, where
+the garbage of the timers' preparation and warm-up lies. A full collection walks every
+object of the caller's process: 0.1 to 0.7 s per ``execute()`` with a test suite or a
+model library loaded, paid for nothing the rounds measure."""
+
+
 @contextlib.contextmanager
 def paused_collection() -> Iterator[None]:
     """Python's cyclic garbage collector paused inside (as :mod:`timeit` does).
@@ -154,7 +161,7 @@ def paused_collection() -> Iterator[None]:
     the call that follows cold: it walks every object of the process. (The host
     calibration's backward call of the two-matrix chain took twice the four-matrix
     one's that way on the 2-core cpu.) :func:`measure_interleaved` pauses it over all
-    its rounds, after a collection.
+    its rounds, after a collection of the young generations (:data:`COLLECTED`).
     """
     collecting = gc.isenabled()
     gc.disable()
@@ -215,7 +222,7 @@ def measure_interleaved(timers: Sequence[Timer], *, repeats: int) -> tuple[Measu
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
     blocks: list[list[float]] = [[] for _ in timers]
-    gc.collect()
+    gc.collect(COLLECTED)
     with paused_collection():
         for round_ in range(repeats):
             for offset in range(len(timers)):

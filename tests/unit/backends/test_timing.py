@@ -335,3 +335,15 @@ def test_the_garbage_collector_is_paused_in_setups_and_timed_calls_and_restored(
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_rounds_start_after_collecting_the_young_generations_only(monkeypatch):
+    import gc
+
+    from einsum_analyze.backends import timing
+
+    collected: list[tuple[int, ...]] = []
+    real = gc.collect
+    monkeypatch.setattr(timing.gc, "collect", lambda *gen: collected.append(gen) or real(*gen))
+    measure_interleaved([prepare(lambda _: None, warmup=1, max_calls_per_block=1)], repeats=1)
+    assert collected == [(timing.COLLECTED,)] and timing.COLLECTED < 2  # never the whole heap
