@@ -18,6 +18,7 @@ from typing import Any
 
 from ..model.lowering import InputPrep, Kernel
 from ..model.memory import Event
+from ..model.narrow import NARROW_ITEMSIZE, narrow_terms
 from .relabel import ascii_equation
 from .torch_views import ViewChain, arrange, contiguous_strides, diagonal_view, finish
 
@@ -293,10 +294,13 @@ def _compile_bmm(
     a_view = matrix(a_prep, a_shape, (not a_left_first) != swapped)
     b_view = matrix(b_prep, b_shape, (not b_contracted_first) != swapped)
     product = torch.mm if flat else torch.bmm
+    terms_added = narrow_terms(kernel, sizes)
+    if terms_added:
+        product = _multiply_adds(product, terms_added)
     a_made, b_made = a_prep.made, b_prep.made
     if shown is not None:
         flip = swapped
-        into = torch.mm
+        into = product
 
         def run_mm_into(live: Live, workspace: list[Any]) -> None:
             # The first input is prepared first, whichever the product reads first, as
@@ -325,6 +329,31 @@ def _compile_bmm(
         live[target] = present(product(b, a) if swapped else product(a, b))
 
     return run_bmm
+
+
+def _multiply_adds(product: Callable[..., Any], terms: int) -> Callable[..., Any]:
+    """``product`` (``mm`` or ``bmm``) as ``terms`` broadcast multiply-adds into its output.
+
+    For the narrow products of :mod:`einsum_analyze.model.narrow`: ``x @ y`` is the sum
+    over ``j`` of ``x[..., j]`` (a column) times ``y[..., j, :]`` (a row), written into
+    one fresh contiguous output (or ``out``), as the product allocates it. An element
+    under :data:`.narrow.NARROW_ITEMSIZE` bytes runs the product itself.
+    """
+    import torch
+
+    mul = torch.mul
+
+    def run(x: Any, y: Any, out: Any = None) -> Any:
+        if x.element_size() < NARROW_ITEMSIZE:
+            return product(x, y) if out is None else product(x, y, out=out)
+        if out is None:
+            out = x.new_empty((*x.shape[:-1], y.shape[-1]))
+        mul(x[..., 0:1], y[..., 0:1, :], out=out)
+        for j in range(1, terms):
+            out.addcmul_(x[..., j:j + 1], y[..., j:j + 1, :])
+        return out
+
+    return run
 
 
 def _shown_transposed(kernel: Kernel, preps: Sequence[_Input], out_term: str,

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..model.narrow import narrow_terms
 from ..model.schedule import STEP_OPERATIONS, Event, InputPrep, Kernel
 
 __all__ = ["EINSUM_LAUNCHES", "StepCost", "StepTime", "step_cost", "step_costs"]
@@ -51,9 +52,10 @@ class StepCost:
         phase: ``"forward"`` or ``"backward"``.
         tensor: The tensor the step makes.
         equation: The step's equation.
-        kernel: ``"bmm"``, ``"mul"``, ``"reduce"``, ``"copy"``, ``"einsum"``,
-            ``"unreduce"``, or slicing's ``"zeros"``, ``"slice_copy"``, ``"accumulate"``
-            (their bytes are all copy bytes, outside the bound).
+        kernel: ``"bmm"``, ``"narrow"`` (a product run as a few multiply-adds,
+            :mod:`einsum_analyze.model.narrow`), ``"mul"``, ``"reduce"``, ``"copy"``,
+            ``"einsum"``, ``"unreduce"``, or slicing's ``"zeros"``, ``"slice_copy"``,
+            ``"accumulate"`` (their bytes are all copy bytes, outside the bound).
         flops: FLOPs of the kernels the executor runs.
         flops_convention: opt_einsum's convention on the step's equation.
         bytes: Inputs read once and the output written once.
@@ -227,6 +229,12 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
         # A "reduce" is its input's sum, written into the output: one kernel.
         launches = 1 if kernel.kind == "reduce" else (
             (kernel.kind != "copy") + sum(bool(p.reduce) + bool(p.copy) for p in kernel.inputs))
+        terms_added = narrow_terms(kernel, sizes, itemsize)
+        if terms_added:
+            # k multiply-adds (model.narrow): the output written k times, read k - 1
+            name = "narrow"
+            written *= 2 * terms_added - 1
+            launches += terms_added - 1
     return StepCost(
         event=position, phase=event.phase, tensor=event.tensor, equation=event.equation,
         kernel=name, flops=flops, flops_convention=event.flops,

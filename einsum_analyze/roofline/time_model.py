@@ -9,7 +9,9 @@ proportional beyond the largest):
 - ``bmm`` and ``einsum``: the larger of the square product's time at the step's FLOPs
   and the skinny product's (contracted size 2) at its bytes: a product of small or thin
   matrices runs far below the large product's rate;
-- ``mul``: a broadcast product at its bytes; ``reduce``: a sum over the last dimension;
+- ``mul``: a broadcast product at its bytes, as is ``narrow`` (a product run as ``k``
+  multiply-adds: its bytes count the output ``2k - 1`` times, its launches ``k``);
+  ``reduce``: a sum over the last dimension;
   ``copy``, ``unreduce`` and slicing's buffers: a layout copy; every class allocates its
   output, as a step does, so first-touch of fresh memory is in the figures;
 - each layout copy of an input: the copy class at its bytes; each other kernel of the
@@ -65,11 +67,11 @@ __all__ = ["KERNEL_CLASSES", "PredictedTime", "host_kernel_seconds", "interpolat
 KERNEL_CLASSES = ("bmm", "skinny", "mul", "reduce", "copy")
 """The classes a calibration measures (:attr:`DeviceProfile.kernel_times`)."""
 
-_MAIN_CLASS = {"mul": "mul", "reduce": "reduce", "copy": "copy", "unreduce": "copy",
-               "zeros": "copy", "slice_copy": "copy", "accumulate": "copy"}
+_MAIN_CLASS = {"mul": "mul", "narrow": "mul", "reduce": "reduce", "copy": "copy",
+               "unreduce": "copy", "zeros": "copy", "slice_copy": "copy", "accumulate": "copy"}
 """The class of a step's main kernel by its ``kernel`` (products: ``bmm``/``skinny``)."""
 
-PRODUCTS = frozenset({"bmm", "einsum"})
+PRODUCTS = frozenset({"bmm", "narrow", "einsum"})
 """The steps' kernels that are products: the calibration's chains are made of them, so a
 phase's cost per kind of step (``forward_kind_s``, ``backward_kind_s``) is for each kind
 besides them (:func:`phase_seconds`)."""
