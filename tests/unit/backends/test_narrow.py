@@ -83,16 +83,16 @@ def test_half_precision_and_small_products_stay_one_product() -> None:
     assert _narrow_steps(report, 2) == 0  # float16: the product accumulates in float32
     report = analyze("bdm,bd->bm", [(6, 2, 5), (6, 2)], strategies=("reverse",))
     assert _narrow_steps(report, 4) == 0  # 30 outputs: under NARROW_ELEMENTS
-    wide = analyze("bdm,bd->bm", [(4096, 8, 32), (4096, 8)], strategies=("reverse",))
+    wide = analyze("bdm,bd->bm", [(32768, 8, 32), (32768, 8)], strategies=("reverse",))
     assert _narrow_steps(wide, 4) == 0  # sums 8: over NARROW_SUMMED
 
 
 def test_a_narrow_step_is_priced_as_its_multiply_adds() -> None:
-    # bdm,bd->bm at b=4096, d=2, m=32: the inputs read once (262,144 + 8,192 elements),
-    # the 131,072 outputs written twice and read once, in two kernels
-    report = analyze("bdm,bd->bm", [(4096, 2, 32), (4096, 2)], strategies=("reverse",))
+    # bdm,bd->bm at b=32768, d=2, m=32: the inputs read once (2,097,152 + 65,536
+    # elements), the 1,048,576 outputs written twice and read once, in two kernels
+    report = analyze("bdm,bd->bm", [(32768, 2, 32), (32768, 2)], strategies=("reverse",))
     (strategy,) = report.strategies
     steps = step_costs(strategy.events, strategy.sizes(report.equation.size_dict), 4)
     (forward,) = [s for s in steps if s.phase == "forward"]
     assert forward.kernel == "narrow" and forward.launches == 2
-    assert forward.bytes == (4096 * 2 * 32 + 4096 * 2 + 3 * 4096 * 32) * 4
+    assert forward.bytes == (32768 * 2 * 32 + 32768 * 2 + 3 * 32768 * 32) * 4
