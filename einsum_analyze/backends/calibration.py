@@ -21,7 +21,8 @@ beyond what the kernel classes price (:mod:`.host_calibration`).
 For the time model (:mod:`einsum_analyze.roofline.time_model`), each kernel class is
 timed at a few sizes, from a few elements to tens of MiB, each call allocating its
 output as a step does (:func:`kernel_times`): a square ``bmm`` (work: FLOPs), a skinny
-``bmm`` whose contracted size is 2, a broadcast ``mul``, a ``sum`` over the last
+``bmm`` whose contracted size is 2, a batched matrix-vector ``bmm`` summing 2 elements
+(``matvec``), a broadcast ``mul``, a ``sum`` over the last
 dimension and a transposing copy (work: bytes read plus written). A point is the best
 of :data:`BLOCKS` blocks of calls, each block long enough to time (per call).
 
@@ -257,7 +258,8 @@ def kernel_times(device: str, dtype: str, fence: Callable[[], None], clock: Cloc
     thin = (16, 128, 1024, 2048) + ((4096, 8192) if large else ())
     rows = (16, 1024, 65536, 2**19) + ((2**21, 2**22) if large else ())
     found: dict[str, list[tuple[float, float]]] = {k: [] for k in
-                                                    ("bmm", "skinny", "mul", "reduce", "copy")}
+                                                    ("bmm", "skinny", "matvec", "mul",
+                                                     "reduce", "copy")}
     for side in sides:
         a, b = ones(1, side, side), ones(1, side, side)
         found["bmm"].append((2.0 * side**3, _per_call(
@@ -267,6 +269,11 @@ def kernel_times(device: str, dtype: str, fence: Callable[[], None], clock: Cloc
         found["skinny"].append(((4 * m + m * m) * itemsize, _per_call(
             functools.partial(torch.bmm, a, b), fence, clock, block_s)))
     for n in rows:
+        # n/256 products of a 256 x 2 matrix, stored as its two columns, by a 2-vector
+        batch = max(1, n // 256)
+        columns, vector = ones(batch, 2, 256).transpose(1, 2), ones(batch, 2, 1)
+        found["matvec"].append((770 * batch * itemsize, _per_call(
+            functools.partial(torch.bmm, columns, vector), fence, clock, block_s)))
         column, row = ones(n, 1), ones(1, 16)
         found["mul"].append(((17 * n + 16) * itemsize, _per_call(
             functools.partial(torch.mul, column, row), fence, clock, block_s)))
@@ -276,7 +283,7 @@ def kernel_times(device: str, dtype: str, fence: Callable[[], None], clock: Cloc
         tall = ones(8, n).t()
         found["copy"].append((16 * n * itemsize, _per_call(
             tall.contiguous, fence, clock, block_s)))
-    del a, b, column, row, wide, tall
+    del a, b, columns, vector, column, row, wide, tall
     return {name: tuple(_ascending(points)) for name, points in found.items()}
 
 

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..model.narrow import narrow_terms
+from ..model.narrow import NARROW_SUMMED, narrow_terms
 from ..model.schedule import STEP_OPERATIONS, Event, InputPrep, Kernel
 
 __all__ = ["EINSUM_LAUNCHES", "StepCost", "StepTime", "step_cost", "step_costs"]
@@ -67,6 +67,10 @@ class StepCost:
             is part of (its path search grows with them); 0 for ours.
         labels: Labels of the step's terms, its inputs' and its output's, repeats
             counted (``ab,bc->ac``: 6): the host's cost of its views grows with them.
+        vector: A product run as one matrix product that is a batched matrix-vector
+            product summing 2 to 4 elements (a ``narrow`` shape the executor does not
+            run as multiply-adds: torch's own execution, half precision, fewer than
+            2^20 outputs), which runs far below the skinny product's rate.
     """
 
     event: int
@@ -83,6 +87,7 @@ class StepCost:
     runner: str = "executor"
     call_operands: int = 0
     labels: int = 0
+    vector: bool = False
 
     @property
     def intensity(self) -> float:
@@ -199,6 +204,7 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
     copy_bytes = 0
     launches = 1
     runner = "executor"
+    vector = False
     if event.op in ("zeros", "slice_copy", "accumulate"):
         # Slicing's own traffic: a zero-filled buffer, a part made contiguous, a part
         # added into its accumulator. None of it is the contraction's: all copy bytes.
@@ -220,6 +226,7 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
         written = _product(out_term, sizes)
         launches = EINSUM_LAUNCHES * max(1, len(terms) - 1)
         runner = "torch" if kernel is None else "executor"  # a schedule: step_costs
+        vector = len(terms) == 2 and _vector_shape(terms[0], terms[1], out_term, sizes)
     else:
         name = kernel.kind
         flops = _kernel_flops(kernel, sizes)
@@ -235,13 +242,35 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
             name = "narrow"
             written *= 2 * terms_added - 1
             launches += terms_added - 1
+        elif kernel.kind == "bmm":
+            vector = _vector_sides(_product(kernel.contracted, sizes),
+                                   _product(kernel.left, sizes), _product(kernel.right, sizes))
     return StepCost(
         event=position, phase=event.phase, tensor=event.tensor, equation=event.equation,
         kernel=name, flops=flops, flops_convention=event.flops,
         bytes=(read + written) * itemsize, copy_bytes=copy_bytes * itemsize,
         recompute=event.recompute, launches=max(1, launches), runner=runner,
-        labels=sum(len(term) for term in terms) + len(out_term),
+        labels=sum(len(term) for term in terms) + len(out_term), vector=vector,
     )
+
+
+def _vector_sides(summed: int, left: int, right: int) -> bool:
+    """A product summing 2 to 4 elements whose left or right side is one element."""
+    return 2 <= summed <= NARROW_SUMMED and min(left, right) == 1
+
+
+def _vector_shape(a: str, b: str, out: str, sizes: Mapping[str, int]) -> bool:
+    """Whether torch's product of ``a`` and ``b`` into ``out`` is a narrow matrix-vector one.
+
+    Its batch labels are in both inputs and the output, its contracted ones in both
+    inputs alone (labels private to one input are summed away first), its left and
+    right ones in one input and the output.
+    """
+    both = set(a) & set(b)
+    summed = _product(both - set(out), sizes)
+    left = _product((set(a) & set(out)) - both, sizes)
+    right = _product((set(b) & set(out)) - both, sizes)
+    return _vector_sides(summed, left, right)
 
 
 def step_costs(events: Sequence[Event], sizes: Mapping[str, int],

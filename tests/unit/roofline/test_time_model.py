@@ -94,6 +94,7 @@ def test_a_profile_without_launch_cost_has_none():
 CLASSES = {
     "bmm": ((1e3, 1e-6), (1e9, 1e-2)),       # 100 GFLOP/s at 1 GFLOP
     "skinny": ((1e3, 1e-6), (1e9, 1e-1)),    # 10 GB/s at 1 GB
+    "matvec": ((1e3, 1e-6), (1e9, 4e-1)),    # 2.5 GB/s
     "mul": ((1e3, 1e-6), (1e9, 5e-2)),       # 20 GB/s
     "reduce": ((1e3, 1e-6), (1e9, 1e-1)),
     "copy": ((1e3, 1e-6), (1e9, 2e-1)),      # 5 GB/s
@@ -118,6 +119,30 @@ def test_a_product_takes_the_slower_of_its_square_and_skinny_classes():
     assert step_seconds(step, CLASSED, "float32") == pytest.approx(expected)
     t = predict_time(s.events, s.sizes(report.equation.size_dict), 4, CLASSED, "float32")
     assert t.forward_s == pytest.approx(expected)
+
+
+def test_a_matrix_vector_product_summing_two_takes_the_matvec_class():
+    # bd,bdm->bm at b=64, m=32: one product of 64 (32 x 2) matrices by 2-vectors, under
+    # the narrow size, so one bmm; and torch's own execution of the same product
+    report = analyze("bd,bdm->bm", [(64, 2), (64, 2, 32)], strategies=("reverse",),
+                     grad="none")
+    s = report.strategies[0]
+    (step,) = step_costs(s.events, s.sizes(report.equation.size_dict), 4)
+    assert step.kernel == "bmm" and step.vector
+    assert step_seconds(step, CLASSED, "float32") == pytest.approx(
+        interpolate(CLASSES["matvec"], step.bytes))
+    torch_model = analyze("bd,bdm->bm", [(64, 2), (64, 2, 32)],
+                          strategies=("torch-autograd",), grad="none").strategies[0]
+    (theirs,) = step_costs(torch_model.events,
+                           torch_model.sizes(report.equation.size_dict), 4)
+    assert theirs.runner == "torch" and theirs.vector
+    # a square product is no vector product, and without the class nothing changes
+    square = analyze("ab,bc->ac", [(64, 64), (64, 64)], strategies=("reverse",),
+                     grad="none").strategies[0]
+    assert not step_costs(square.events, square.sizes({"a": 64, "b": 64, "c": 64}), 4)[0].vector
+    without = replace(CLASSED, kernel_times={k: v for k, v in CLASSES.items() if k != "matvec"})
+    assert step_seconds(step, without, "float32") == pytest.approx(max(
+        interpolate(CLASSES["bmm"], step.flops), interpolate(CLASSES["skinny"], step.bytes)))
 
 
 def test_an_unreduce_is_priced_as_a_copy_and_extra_kernels_at_launch_cost():
