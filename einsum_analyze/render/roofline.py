@@ -53,8 +53,8 @@ def _roofline_table(report: Report) -> Table | None:
         "predicted: the time model's (each step's kernels, its copies and launches, and "
         "the host's costs around them); "
         "FLOPs: what the lowered kernels do, then opt_einsum's convention; moved: inputs "
-        "read once and outputs written once; copies: extra bytes of layout copies, not in "
-        "the bound",
+        "read once and outputs written once (a narrow product's k times); copies: extra "
+        "bytes of layout copies, not in the bound",
         box=box.SIMPLE_HEAD,
         padding=(0, 1, 0, 0),
     )

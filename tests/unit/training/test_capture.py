@@ -152,7 +152,8 @@ def test_the_ranking_says_what_the_drop_in_runs_for_each_call() -> None:
         assert choice.reason.startswith(entry.reason)  # the plan adds what compiled calls run
         if entry.recommended == "torch.einsum":
             assert entry.saving_bytes == 0 and entry.saving_flops == 0
-    assert {e.recommended == "torch.einsum" for e in report.ranking} == {True, False}
+    assert {e.recommended == "torch.einsum" for e in report.ranking} == {True, False}, [
+        (e.call.equation, e.recommended, e.reason) for e in report.ranking]
 
 
 def test_a_call_torch_einsum_refuses_is_not_recorded() -> None:
