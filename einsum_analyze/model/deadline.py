@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-__all__ = ["SEARCH_MODULES", "SearchTimeout", "alarm", "past_deadline", "remaining_s",
+__all__ = ["SEARCH_MODULES", "HeldShare", "SearchTimeout", "alarm", "past_deadline", "remaining_s",
            "search_deadline"]
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
@@ -54,6 +54,36 @@ def remaining_s() -> float | None:
     """Seconds left before the deadline, at least 0 (None without one)."""
     deadline = _DEADLINE.get()
     return None if deadline is None else max(deadline - time.perf_counter(), 0.0)
+
+
+class HeldShare:
+    """A share of the deadline that one part of a search may use while held.
+
+    Until ``end`` (a ``time.perf_counter()`` value; None: nothing is held back) the part
+    stops there, leaving the rest of the deadline to what comes after it (the training
+    search's paths, before its sliced fallback); once :meth:`lapse` is called (a plan
+    fits, so the fallback will not run) it has the whole deadline.
+    """
+
+    def __init__(self, end: float | None) -> None:
+        self.end = end
+
+    def lapse(self) -> bool:
+        """Stop holding the share back; whether it was held."""
+        held, self.end = self.end is not None, None
+        return held
+
+    def over(self) -> bool:
+        """Whether the part's time is over: the deadline, or the held share's end."""
+        return past_deadline() or (self.end is not None and time.perf_counter() >= self.end)
+
+    def remaining_s(self) -> float | None:
+        """Seconds the part has left, at least 0 (None: no limit)."""
+        left = remaining_s()
+        if self.end is None:
+            return left
+        mine = max(0.0, self.end - time.perf_counter())
+        return mine if left is None else min(left, mine)
 
 
 class SearchTimeout(BaseException):

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import PlanningError
-from ..model.deadline import past_deadline, remaining_s, search_deadline
+from ..model.deadline import HeldShare, past_deadline, search_deadline
 from ..model.equation import Equation
 from ..model.memo import remembered, strategy_key
 from ..model.planning import DEFAULT_MAX_SEARCH_S, Plan
@@ -383,60 +383,65 @@ def _search(
                                          upstream_copy=upstream_copy,
                                          profile=profile, dtype=dtype))
                 took[name] = time.perf_counter() - began
-    if first is not None and any(p.fits(budget) for p in scored):
-        first = None  # a plan fits already, so no slicing: the rest has all the time
-    with search_deadline(None if first is None
-                         else max(0.0, start + first - time.perf_counter())):
-        # Each strategy starts new paths for at most its share of the time left (what
-        # one leaves goes to those after it): a strategy whose cost grows on the later
-        # paths (checkpoint's keep-set search without a budget: 1 ms on tn18-b512's
-        # first path, 0.1-0.5 s on the others) leaves the rest their paths too.
-        ordered = sorted(cheap, key=lambda n: took.get(n, 0.0))
-        for turn, name in enumerate(ordered):
-            left = remaining_s()
-            share_end = (None if left is None
-                         else time.perf_counter() + left / (len(ordered) - turn))
-            for path, plan in list(plans.items())[1:]:
-                if past_deadline() or (share_end is not None
-                                       and time.perf_counter() >= share_end):
-                    break  # the candidates come in order: the cheapest sources first
-                scored.append(score_path(plan, grad, name, itemsize=itemsize,
+    # The fallback's share is held back only while no plan fits: once one does (on the
+    # first path or any later one), slicing will not run and the paths have all the time.
+    reserve = HeldShare(None if first is None or any(p.fits(budget) for p in scored)
+                        else start + first)
+    # Each strategy starts new paths for at most its share of the time left (what
+    # one leaves goes to those after it): a strategy whose cost grows on the later
+    # paths (checkpoint's keep-set search without a budget: 1 ms on tn18-b512's
+    # first path, 0.1-0.5 s on the others) leaves the rest their paths too.
+    ordered = sorted(cheap, key=lambda n: took.get(n, 0.0))
+    for turn, name in enumerate(ordered):
+        left = reserve.remaining_s()
+        share_end = (None if left is None
+                     else time.perf_counter() + left / (len(ordered) - turn))
+        for path, plan in list(plans.items())[1:]:
+            if reserve.over() or (share_end is not None
+                                  and time.perf_counter() >= share_end):
+                break  # the candidates come in order: the cheapest sources first
+            scored.append(score_path(plan, grad, name, itemsize=itemsize,
+                                     source=sources[path], budget=budget,
+                                     options=given_options.get(name),
+                                     upstream_copy=upstream_copy,
+                                     profile=profile, dtype=dtype))
+            if scored[-1].fits(budget) and reserve.lapse():
+                left = reserve.remaining_s()  # the reserve lapsed: a new share
+                share_end = (None if left is None
+                             else time.perf_counter() + left / (len(ordered) - turn))
+    # Back in the candidates' order, path by path: equal scores are broken the same
+    # way whatever the measured scoring times ordered (ties go to the first).
+    path_rank = {path: k for k, path in enumerate(plans)}
+    order = {name: k for k, name in enumerate(cheap)}
+    scored.sort(key=lambda p: (path_rank.get(p.path, len(path_rank)), order.get(p.strategy, 0)))
+    for name in costly:
+        # The report's path is a candidate unless a pairwise version replaced it.
+        if name in reuse and forward_path in plans:
+            scored.append(score_path(forward, grad, name, itemsize=itemsize,
+                                     source=sources[forward_path], known=reuse[name],
+                                      profile=profile, dtype=dtype))
+    extra = TOP_FOR_GRADIENT_PLANS if equation.num_operands <= LARGE_NETWORK else 0
+    if costly and grad and extra and not reserve.over():
+        key = objective_key(objective)
+        ranked = sorted(scored, key=key) if scored else []
+        chosen: list[LinearPath] = []
+        for plan_score in [*ranked, *pareto_front(scored)]:
+            if plan_score.path not in chosen:
+                chosen.append(plan_score.path)
+        if not chosen:
+            chosen = list(plans)
+        done = all(name in reuse for name in costly)
+        for path in [p for p in chosen if p != forward_path or not done][:extra]:
+            gradients = plan_gradients(equation, grad, optimize, forward=plans[path],
+                                       memory_limit=memory_limit,
+                                       max_search_s=reserve.remaining_s())
+            for name in costly:
+                scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
                                          source=sources[path], budget=budget,
+                                         gradients=gradients,
                                          options=given_options.get(name),
                                          upstream_copy=upstream_copy,
                                          profile=profile, dtype=dtype))
-        # Back in the candidates' order, path by path: equal scores are broken the same
-        # way whatever the measured scoring times ordered (ties go to the first).
-        path_rank = {path: k for k, path in enumerate(plans)}
-        order = {name: k for k, name in enumerate(cheap)}
-        scored.sort(key=lambda p: (path_rank.get(p.path, len(path_rank)), order.get(p.strategy, 0)))
-        for name in costly:
-            # The report's path is a candidate unless a pairwise version replaced it.
-            if name in reuse and forward_path in plans:
-                scored.append(score_path(forward, grad, name, itemsize=itemsize,
-                                         source=sources[forward_path], known=reuse[name],
-                                          profile=profile, dtype=dtype))
-        extra = TOP_FOR_GRADIENT_PLANS if equation.num_operands <= LARGE_NETWORK else 0
-        if costly and grad and extra and not past_deadline():
-            key = objective_key(objective)
-            ranked = sorted(scored, key=key) if scored else []
-            chosen: list[LinearPath] = []
-            for plan_score in [*ranked, *pareto_front(scored)]:
-                if plan_score.path not in chosen:
-                    chosen.append(plan_score.path)
-            if not chosen:
-                chosen = list(plans)
-            done = all(name in reuse for name in costly)
-            for path in [p for p in chosen if p != forward_path or not done][:extra]:
-                gradients = plan_gradients(equation, grad, optimize, forward=plans[path],
-                                           memory_limit=memory_limit, max_search_s=remaining_s())
-                for name in costly:
-                    scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
-                                             source=sources[path], budget=budget,
-                                             gradients=gradients,
-                                             options=given_options.get(name),
-                                             upstream_copy=upstream_copy,
-                                             profile=profile, dtype=dtype))
     if fallback_names and budget is not None and grad and not past_deadline() and \
             not any(p.fits(budget) for p in scored):
         scored.extend(_fallbacks(fallback_names, scored, plans, sources, forward_path, grad,
