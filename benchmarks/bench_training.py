@@ -176,7 +176,8 @@ def run_recommended(case: dict[str, Any], shapes: list[list[int]], device: str,
     input_bytes = done.forward_memory.input_bytes
     out: dict[str, Any] = {
         "strategy": rec.plan.strategy, "source": rec.plan.source, "fits": rec.fits,
-        "predicted_peak_bytes": rec.plan.peak_bytes,
+        "predicted_peak_bytes": rec.plan.peak_bytes, "predicted_s": rec.plan.predicted_s,
+        "path": [list(step) for step in rec.plan.path],
         "training_flops": rec.plan.training_flops, "analysis_s": analysis_s,
     }
     if not runs or runs[0]["skipped"]:

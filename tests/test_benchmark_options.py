@@ -25,6 +25,7 @@ OPTIONS = [
     ("bench_training", "--cases"),
     ("bench_slicing", "--cases"),
     ("bench_budgets", "--cases"),
+    ("bench_budget_space", "--cases"),
     ("bench_recompute", "--cases"),
     ("bench_roofline", "--cases"),
     ("bench_time_model", "--cases"),
