@@ -13,7 +13,8 @@ For every case of ``benchmarks/cases.json`` (float32, every operand differentiat
 - B = F + 0.5 * (P - F), the midpoint budget.
 
 The search predicts seconds on the profile of the device that runs (the drop-in's:
-:func:`einsum_analyze.backends.calibration.device_profile`; the nominal H200 on one).
+:func:`einsum_analyze.backends.calibration.device_profile`), calibrated before the first
+case so that every search, with and without the budget, predicts on the same profile.
 
 Side by side, each as a ratio to eager torch.einsum (time: median forward+backward; peak:
 measured, inputs included):
@@ -177,6 +178,8 @@ def run_recommended(case: dict[str, Any], shapes: list[list[int]], device: str,
     out: dict[str, Any] = {
         "strategy": rec.plan.strategy, "source": rec.plan.source, "fits": rec.fits,
         "predicted_peak_bytes": rec.plan.peak_bytes, "predicted_s": rec.plan.predicted_s,
+        "profile": None if rec.plan.predicted is None else
+        f"{rec.plan.predicted.profile} ({rec.plan.predicted.source})",
         "path": [list(step) for step in rec.plan.path],
         "training_flops": rec.plan.training_flops, "analysis_s": analysis_s,
     }
@@ -301,6 +304,13 @@ def main() -> int:
                                  args.cases)
     env = environment(device)
     env["strategies"] = list(STRATEGIES)
+    # Calibrated first, so that every search predicts on the same profile: the first
+    # run (execute) calibrates the device, and the first case's no-budget search, made
+    # before it, had the nominal profile where its search at B had the calibrated one
+    # (tn18-b512 on the H200, docs/budgets.md).
+    from einsum_analyze.backends.calibration import calibrate
+
+    calibrate("cuda:0" if device == "cuda" else device, "float32")
     print(json.dumps(env))
     results = []
     limit = _common.TimeLimit(args.max_seconds)
