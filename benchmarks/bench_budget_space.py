@@ -9,10 +9,12 @@ here the ``torch-autograd`` model's, which the CPU allocator matches), the model
 - every candidate path of the search (:func:`einsum_analyze.search.candidate_paths`, the
   limit sweep down to one element included) with every strategy our executor runs
   besides slicing (``checkpoint`` given the budget);
-- ``sliced`` on the forward path, the path of least peak (the two the search's fallback
-  uses) and the path of the fastest plan: every label, chunks halving from the label's
-  size down to ``--max-slices`` slices, each slice run by reverse mode or by
-  checkpoint, fused or not; and the slice finder's own choice at the budget.
+- ``sliced`` on three paths: the forward path and those of least peak (the search's
+  fallback slices the first two of these), then the fastest plan's: every label,
+  chunks halving from the label's size down to ``--max-slices`` slices, each slice
+  run by reverse mode or by checkpoint, fused or not; with ``--pairs``, every two
+  labels together (2, 4 or 8 slices each, reverse mode, fused); and the slice
+  finder's own choice at the budget.
 
 Printed: how many plans, how many fit B, the least peak of the plans that are not
 sliced, and the fastest plans that fit, each with its predicted time on the profile and
@@ -32,6 +34,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -55,12 +58,15 @@ from einsum_analyze.search import (  # noqa: E402  # noqa: E402
     torch_model,
 )
 
+PAIR_WAYS = (2, 4, 8)
+"""With ``--pairs``: the slices of each of two labels sliced together."""
+
 UNSLICED = ("reverse", "checkpoint", "recompute")
 """The strategies scored on every path (slicing apart)."""
 
 
 def space(case: dict[str, Any], share: float, profile: DeviceProfile, max_slices: int,
-          given: int | None = None) -> dict[str, Any]:
+          given: int | None = None, pairs: bool = False) -> dict[str, Any]:
     """Every plan scored at the case's budget, and the no-budget recommendation."""
     report = analyze(case["equation"], case["shapes"], objective="time", profile=profile)
     forward, eq = report.plan, report.plan.equation
@@ -91,9 +97,9 @@ def space(case: dict[str, Any], share: float, profile: DeviceProfile, max_slices
     def best(path: Any, figure: str) -> float:
         return min(r[figure] for r in rows if r["path"] == [list(s) for s in path])
 
-    sliced_on = dict.fromkeys([tuple(tuple(s) for s in forward.path),
-                               min(plans, key=lambda q: best(q, "peak_bytes")),
-                               min(plans, key=lambda q: best(q, "predicted_s"))])
+    sliced_on = list(dict.fromkeys([tuple(tuple(s) for s in forward.path),
+                                    *sorted(plans, key=lambda q: best(q, "peak_bytes"))[:2],
+                                    min(plans, key=lambda q: best(q, "predicted_s"))]))[:3]
     for path in sliced_on:
         add(path, "sliced", None)  # the finder's own choice at the budget
         for label, size in sorted(eq.size_dict.items()):
@@ -104,6 +110,12 @@ def space(case: dict[str, Any], share: float, profile: DeviceProfile, max_slices
                     for fused in (True, False):
                         add(path, "sliced", {"indices": {label: chunk},
                                              "per_slice": per_slice, "fused": fused})
+        for first, second in itertools.combinations(sorted(eq.size_dict) if pairs else (), 2):
+            for ways in itertools.product(PAIR_WAYS, repeat=2):
+                sizes = (eq.size_dict[first], eq.size_dict[second])
+                if all(size >= n for size, n in zip(sizes, ways, strict=True)):
+                    add(path, "sliced", {"indices": {first: sizes[0] // ways[0],
+                                                     second: sizes[1] // ways[1]}})
     rec = report.recommended
     assert rec is not None
     return {"case": case["name"], "floor_bytes": f, "autograd_peak_bytes": p,
@@ -147,6 +159,8 @@ def main() -> int:
                         help="the nominal profile the times are predicted on")
     parser.add_argument("--scale", type=int, default=1,
                         help="divide dimensions of 64 or more by this (a quick CPU run)")
+    parser.add_argument("--pairs", action="store_true",
+                        help="also slice every two labels together, 2, 4 or 8 ways each")
     parser.add_argument("--max-slices", type=int, default=64)
     parser.add_argument("--top", type=int, default=8, help="fitting plans printed")
     parser.add_argument("--device", default="none", help="none (model only), cpu or cuda")
@@ -169,7 +183,8 @@ def main() -> int:
     results = []
     for name in cases:
         found = space(cases[name], args.share, profile, args.max_slices,
-                      None if args.budget_mib is None else int(args.budget_mib * 2**20))
+                      None if args.budget_mib is None else int(args.budget_mib * 2**20),
+                      args.pairs)
         rows, rec = found["plans"], found["recommended"]
         fitting = sorted((r for r in rows if r["fits"]), key=lambda r: r["predicted_s"])
         unsliced = [r for r in rows if r["strategy"] != "sliced"]
