@@ -77,6 +77,14 @@ class HeldShare:
         """Whether the part's time is over: the deadline, or the held share's end."""
         return past_deadline() or (self.end is not None and time.perf_counter() >= self.end)
 
+    def held_s(self) -> float | None:
+        """Seconds to the held share's end, at least 0 (None: not held).
+
+        A :func:`search_deadline` of it around each piece of work keeps the code inside
+        (a strategy that asks :func:`past_deadline`) within the share too.
+        """
+        return None if self.end is None else max(0.0, self.end - time.perf_counter())
+
     def remaining_s(self) -> float | None:
         """Seconds the part has left, at least 0 (None: no limit)."""
         left = remaining_s()

@@ -400,11 +400,12 @@ def _search(
             if reserve.over() or (share_end is not None
                                   and time.perf_counter() >= share_end):
                 break  # the candidates come in order: the cheapest sources first
-            scored.append(score_path(plan, grad, name, itemsize=itemsize,
-                                     source=sources[path], budget=budget,
-                                     options=given_options.get(name),
-                                     upstream_copy=upstream_copy,
-                                     profile=profile, dtype=dtype))
+            with search_deadline(reserve.held_s()):
+                scored.append(score_path(plan, grad, name, itemsize=itemsize,
+                                         source=sources[path], budget=budget,
+                                         options=given_options.get(name),
+                                         upstream_copy=upstream_copy,
+                                         profile=profile, dtype=dtype))
             if scored[-1].fits(budget) and reserve.lapse():
                 left = reserve.remaining_s()  # the reserve lapsed: a new share
                 share_end = (None if left is None
@@ -436,12 +437,13 @@ def _search(
                                        memory_limit=memory_limit,
                                        max_search_s=reserve.remaining_s())
             for name in costly:
-                scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
-                                         source=sources[path], budget=budget,
-                                         gradients=gradients,
-                                         options=given_options.get(name),
-                                         upstream_copy=upstream_copy,
-                                         profile=profile, dtype=dtype))
+                with search_deadline(reserve.held_s()):
+                    scored.append(score_path(plans[path], grad, name, itemsize=itemsize,
+                                             source=sources[path], budget=budget,
+                                             gradients=gradients,
+                                             options=given_options.get(name),
+                                             upstream_copy=upstream_copy,
+                                             profile=profile, dtype=dtype))
     if fallback_names and budget is not None and grad and not past_deadline() and \
             not any(p.fits(budget) for p in scored):
         scored.extend(_fallbacks(fallback_names, scored, plans, sources, forward_path, grad,

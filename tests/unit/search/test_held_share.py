@@ -31,11 +31,12 @@ def test_a_held_share_ends_the_part_early_until_it_lapses():
     now = time.perf_counter()
     with search_deadline(60.0):
         held = HeldShare(now - 1.0)
-        assert held.over() and held.remaining_s() == 0.0
+        assert held.over() and held.remaining_s() == 0.0 and held.held_s() == 0.0
         assert held.lapse() and not held.lapse()
         assert not held.over()
         left = held.remaining_s()
         assert left is not None and 50.0 < left <= 60.0
+        assert held.held_s() is None
     assert HeldShare(None).remaining_s() is None and not HeldShare(None).over()
 
 
