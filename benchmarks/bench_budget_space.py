@@ -204,7 +204,9 @@ def main() -> int:
             for item in filter(None, (i.strip() for i in args.also.split(";"))):
                 named += [r for r in rows if r["options"] is None
                           and f"{r['strategy']}@{r['source']}" == item][:1]
-            for r in [rec, *fitting[:args.measure], *named]:
+            distinct = list({(r["source"], r["peak_bytes"], r["predicted_s"]): r
+                             for r in reversed(fitting)}.values())[::-1]  # the same plan once
+            for r in [rec, *distinct[:args.measure], *named]:
                 r = dict(r, budget_bytes=None if r is rec else found["budget_bytes"])
                 got = measure(cases[name], r, args.device, args.repeats, args.warmup)
                 found["measured"].append({**r, **{"measured": got}})
