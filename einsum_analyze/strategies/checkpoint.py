@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, assert_never, get_args
 
 from ..errors import PlanningError
+from ..model.deadline import past_deadline
 from ..model.parsing import parse_bytes
 from ..model.planning import Plan
 from .checkpoint_schedule import (
@@ -101,8 +102,11 @@ class KeepChoice:
         method: How the set was chosen.
         candidates: The intermediates the search decided on.
         evaluated: Keep-sets replayed by the search.
-        complete: False when the exact search ran out of replays (the greedy choice,
-            or a better one it found, is returned).
+        complete: False when the exact search ran out of replays or of time (the
+            greedy choice, or a better one it found, is returned).
+        timed_out: The training search's deadline
+            (:func:`~einsum_analyze.model.deadline.past_deadline`) stopped the search:
+            the best set found so far is returned.
     """
 
     keep: frozenset[int]
@@ -113,6 +117,7 @@ class KeepChoice:
     candidates: tuple[int, ...]
     evaluated: int
     complete: bool = True
+    timed_out: bool = False
 
 
 class _Search:
@@ -127,6 +132,12 @@ class _Search:
         self.seen: dict[frozenset[int], tuple[int, int]] = {}
         self.best: frozenset[int] | None = None
         self.sizes = {step.output: step.output_elements for step in self.plan.steps}
+        self.timed_out = False
+
+    def out_of_time(self) -> bool:
+        """Whether the training search's deadline has passed (remembered: :attr:`timed_out`)."""
+        self.timed_out = self.timed_out or past_deadline()
+        return self.timed_out
 
     def flops(self, keep: frozenset[int]) -> int:
         """Recompute FLOPs of ``keep`` (no replay)."""
@@ -170,6 +181,7 @@ class _Search:
             candidates=candidates,
             evaluated=len(self.seen),
             complete=complete,
+            timed_out=self.timed_out,
         )
 
 
@@ -249,12 +261,14 @@ def _greedy(search: _Search, candidates: tuple[int, ...]) -> None:
     peak still fits.
     """
     keep = search.template.read
-    while keep:
+    while keep and not search.out_of_time():
         peak, flops = search.replay(keep)
         if search.budget is not None and peak <= search.budget:
             break
         best: tuple[float, int, frozenset[int]] | None = None
         for k in sorted(keep):
+            if search.out_of_time():
+                break
             trial = keep - {k}
             trial_peak, trial_flops = search.replay(trial)
             saved = peak - trial_peak
@@ -273,7 +287,7 @@ def _greedy(search: _Search, candidates: tuple[int, ...]) -> None:
     peak, flops = search.replay(keep)
     if budget is None or peak > budget:
         return
-    while True:
+    while not search.out_of_time():
         trials = sorted((search.flops(keep | {k}), k) for k in candidates if k not in keep)
         for trial_flops, k in trials:
             if trial_flops < flops and search.replay(keep | {k})[0] <= budget:
@@ -304,6 +318,8 @@ def _largest_first(search: _Search) -> None:
     budget = search.budget
     fitting: int | None = None
     for m in tried:
+        if search.out_of_time():
+            return
         peak, _ = search.replay(dropping(m))
         if budget is not None and peak <= budget:
             fitting = m
@@ -311,7 +327,7 @@ def _largest_first(search: _Search) -> None:
     if budget is None or fitting is None or fitting <= 1:
         return
     low, high = fitting // 2, fitting  # low does not fit, high does
-    while high - low > 1:
+    while high - low > 1 and not search.out_of_time():
         middle = (low + high) // 2
         if search.replay(dropping(middle))[0] <= budget:
             high = middle
@@ -346,6 +362,8 @@ def _branch_and_bound(search: _Search, candidates: tuple[int, ...], limit: int) 
     # (depth, kept, the parent's floor: a bound for this node's sets too, and free)
     stack: list[tuple[int, frozenset[int], int]] = [(0, frozenset(), 0)]
     while stack:
+        if search.out_of_time():
+            return False
         depth, keep, inherited = stack.pop()
         least_flops = search.flops(keep | frozenset(order[depth:]))
         assert search.best is not None
@@ -473,7 +491,12 @@ def _warnings(choice: KeepChoice, budget: int | None) -> list[str]:
             f"the exact search's {EXACT_LIMIT}; the {choice.method} heuristic chose which "
             "to keep"
         )
-    if not choice.complete:
+    if choice.timed_out:
+        notes.append(
+            f"checkpoint: the search's deadline stopped the {choice.method} search after "
+            f"{choice.evaluated} replays; the intermediates kept are the best found"
+        )
+    elif not choice.complete:
         notes.append(
             f"checkpoint: the exact search stopped after {EXACT_EVALUATIONS} replays; the "
             "intermediates kept are the best found, not proven the best"
