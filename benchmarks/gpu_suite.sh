@@ -78,10 +78,10 @@ export -f tests
 export out
 # Each benchmark starts no case it predicts to end past its --max-seconds, below the step's
 # limit (room for its imports and its exit), and names the cases it left out; the limits
-# add up to 517 s. The seconds follow the 2026-12-02 baseline run's (docs/results/
+# add up to 520 s. The seconds follow the 2026-12-02 baseline run's (docs/results/
 # gpu_2026-12-02c): budgets, recompute and slicing had been stopped before their first
 # cases ended, so they have more, and recompute's search a deadline.
-step tests     180 bash -c tests
+step tests     190 bash -c tests
 step dropin     80 python3 benchmarks/bench_dropin.py --device cuda --repeats 10 \
     --runs torch,torch-again,oe-expr,ours,ours-graphs,torch-reduce-overhead \
     --overhead-iterations 0 --max-seconds 42 --json "$out/dropin.json"
@@ -89,16 +89,16 @@ step models     34 python3 benchmarks/bench_models.py --device cpu,cuda --repeat
     --json "$out/models.json"
 step training   40 python3 benchmarks/bench_training.py --device cuda --repeats 3 \
     --no-compile --max-seconds 32 --json "$out/training.json"
-step budgets    46 python3 benchmarks/bench_budgets.py --device cuda --scale 1 --repeats 7 \
+step budgets    41 python3 benchmarks/bench_budgets.py --device cuda --scale 1 --repeats 7 \
     --cases mps-layer,cp-reconstruction,relative-attention --models \
-    --max-seconds 36 --json "$out/budgets.json"
+    --max-seconds 31 --json "$out/budgets.json"
 step execution  16 python3 benchmarks/bench_execution.py --device cuda --repeats 5 \
     --max-seconds 10 --json "$out/execution.json"
 step roofline   13 python3 benchmarks/bench_roofline.py --device cuda --repeats 5 \
     --max-seconds 7 --json "$out/roofline.json"
-step recompute  32 python3 benchmarks/bench_recompute.py --device cuda --scale 1 --repeats 5 \
+step recompute  30 python3 benchmarks/bench_recompute.py --device cuda --scale 1 --repeats 5 \
     --cases tn18-b65536-bond64,mps-layer,tucker,chain3,attention3 --max-search-time 2 \
-    --max-seconds 24 --json "$out/recompute.json"
+    --max-seconds 22 --json "$out/recompute.json"
 step slicing    24 python3 benchmarks/bench_slicing.py --device cuda --repeats 3 \
     --max-seconds 16 --json "$out/slicing.json"
 step kernels     8 python3 benchmarks/bench_kernels.py --device cuda --repeats 20
