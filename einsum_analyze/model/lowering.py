@@ -24,7 +24,7 @@ from .kernels import (
     lower_to_layouts,
     readable_orders,
 )
-from .memo import shared_table
+from .memo import shared_tables
 from .schedule import Event, InputPrep, Kernel
 
 __all__ = [
@@ -62,16 +62,20 @@ def lower_events(
     Returns:
         The same events, contractions carrying ``kernel`` and ``workspace``.
     """
-    cache = shared_table("kernels", sizes) if cache is None else cache
-    memo: Aimed = shared_table("aimed", sizes)
-    above: AboveOne = shared_table("above", sizes)
+    kernels, memo, above, contiguous = shared_tables(sizes, "kernels", "aimed", "above",
+                                                     "contiguous")
+    cache = kernels if cache is None else cache
     track = lookahead and len(events) <= LOOKAHEAD_EVENTS
-    operands = {f"in{k}": Layout.contiguous(term, sizes) for k, term in enumerate(operand_terms)}
+    operands = {f"in{k}": _contiguous(term, sizes, contiguous)
+                for k, term in enumerate(operand_terms)}
     sources = _sources(events) if track else None
+    # Each event's output term, one string object for every pass: its hash is computed
+    # once, and the kernel tables' keys compare it by identity.
+    outs = [event.equation.partition("->")[2] for event in events]
     # Intermediates the forward pass frees are not kept for backward.
     freed = {e.tensor for e in events if e.kind == "free" and e.phase == "forward"}
-    best, wishes, kept = _lower_pass(events, operands, sizes, cache, {}, memo, above, freed,
-                                     sources=sources)
+    best, wishes, kept = _lower_pass(events, outs, operands, sizes, cache, {}, memo, above,
+                                     freed, contiguous, sources=sources)
     if sources is None or not wishes:
         return best
     counted: Counted = {}
@@ -80,15 +84,17 @@ def lower_events(
     # A pass is a function of its wishes alone: one given the wishes of an earlier pass
     # gives what that pass gave, which copies no less than the best: the passes stop.
     tried: list[Wishes] = [{}]
+    earlier: Earlier = {}
     for _ in range(_PASSES):
         if not wishes or not best_copied:
             break
-        wishes = _propagate(current, kept, sources, sizes, wishes, memo, above)
+        wishes = _propagate(current, outs, kept, sources, sizes, wishes, memo, above)
         if wishes in tried:
             break
         tried.append(wishes)
-        current, found, kept = _lower_pass(events, operands, sizes, cache, wishes, memo,
-                                           above, freed, sources=sources, kept=kept)
+        current, found, kept = _lower_pass(events, outs, operands, sizes, cache, wishes, memo,
+                                           above, freed, contiguous, sources=sources, kept=kept,
+                                           earlier=earlier)
         copied = _copied(current, sizes, counted)
         if copied >= best_copied:
             break
@@ -143,6 +149,24 @@ def _sources(events: Sequence[Event]) -> Sources:
     return sources
 
 
+Contiguous = dict[str, Layout]
+"""Contiguous layouts by term (operands, seeds, zeros), shared by an analysis's lowerings."""
+
+
+def _contiguous(term: str, sizes: Mapping[str, int], table: Contiguous) -> Layout:
+    """``Layout.contiguous(term, sizes)``, through ``table``."""
+    found = table.get(term)
+    if found is None:
+        found = table[term] = Layout.contiguous(term, sizes)
+    return found
+
+
+Earlier = dict[int, list["_Record"]]
+"""The records of a lowering's earlier passes that the last pass did not keep, by
+position: a pass whose wishes return to those of an earlier one meets the same inputs
+and targets again (the passes oscillate), and a record is a function of them."""
+
+
 Counted = dict[int, tuple[Kernel, int]]
 """:func:`copied_elements` of the kernels of one lowering's passes, by the kernel's id
 (the entry holds the kernel, so that its id stays its own): a pass keeps most kernels."""
@@ -161,8 +185,9 @@ def _copied(events: Sequence[Event], sizes: Mapping[str, int], counted: Counted)
     return total
 
 
-def _propagate(lowered: Sequence[Event], kept: Kept, sources: Sources, sizes: Mapping[str, int],
-               wishes: Wishes, memo: Aimed, above: AboveOne) -> Wishes:
+def _propagate(lowered: Sequence[Event], outs: Sequence[str], kept: Kept, sources: Sources,
+               sizes: Mapping[str, int], wishes: Wishes, memo: Aimed,
+               above: AboveOne) -> Wishes:
     """Wishes passed up the tree: a wished result's inputs wished as it needs them.
 
     Latest event first, so that a chain of contractions passes its last product's wish
@@ -178,7 +203,7 @@ def _propagate(lowered: Sequence[Event], kept: Kept, sources: Sources, sizes: Ma
         event, record, made = lowered[index], kept[index], sources[index]
         if record is None or made is None or len(record[0]) != 2 or event.view:
             continue
-        aimed = _aimed(record[0], event.equation.partition("->")[2], sizes, wishes[index],
+        aimed = _aimed(record[0], outs[index], sizes, wishes[index],
                        memo, above)
         if aimed is None:
             continue
@@ -239,6 +264,7 @@ the wishes its product makes (:func:`_wishes_of`)."""
 
 def _lower_pass(
     events: Sequence[Event],
+    outs: Sequence[str],
     operands: Mapping[str, Layout],
     sizes: Mapping[str, int],
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
@@ -246,14 +272,17 @@ def _lower_pass(
     memo: Aimed,
     above: AboveOne,
     freed_in_forward: set[str],
+    contiguous: Contiguous,
     *,
     sources: Sources | None = None,
     kept: Kept | None = None,
+    earlier: Earlier | None = None,
 ) -> tuple[tuple[Event, ...], Wishes, Kept]:
     """One lowering of ``events``; the contractions in ``wishes`` aim at those layouts.
 
     Args:
         events: The schedule.
+        outs: Each event's output term.
         operands: The caller's operands' layouts (the same objects every pass).
         sizes: Size of every label.
         cache: Kernels by input layouts and output term.
@@ -261,11 +290,15 @@ def _lower_pass(
         memo: :func:`_aimed`'s answers.
         above: The kernels' labels of size above 1 by term (:data:`AboveOne`).
         freed_in_forward: The tensors the forward phase frees (not kept for backward).
+        contiguous: Contiguous layouts by term (:data:`Contiguous`).
         sources: The schedule's :data:`Sources` when another pass may follow (None:
             only the lowered events).
         kept: The last pass's records: a contraction whose inputs have the very layouts
             and whose wishes are the ones it had then gives what it gave then, so a pass
             redoes only what a changed wish reaches.
+        earlier: Records of the passes before the last one (:data:`Earlier`), looked up
+            where the last pass's record does not match; filled with the records of
+            ``kept`` that this pass replaces.
 
     Returns the lowered events; for the next pass, the layouts each product copied a
     contraction's result into (the first product's) and the records (:data:`Kept`).
@@ -294,8 +327,7 @@ def _lower_pass(
             continue
         if op != "contract":
             old = kept[index] if kept is not None else None
-            made = old[3] if old is not None else Layout.contiguous(
-                event.equation.partition("->")[2], sizes)
+            made = old[3] if old is not None else _contiguous(outs[index], sizes, contiguous)
             if track:
                 records[index] = ((), None, event, made, (), ())
             layouts[event.tensor] = made
@@ -307,11 +339,14 @@ def _lower_pass(
         # The same layouts, as a rule the same objects (a tuple compares those first).
         if old is not None and old[1] == targets and old[0] == given:
             record = old
+        elif earlier is not None and (again := _earlier(earlier, index, old, given,
+                                                         targets)) is not None:
+            record = again
         elif event.phase == "backward":
             key = (id(event), *map(id, given), targets)
             hit = done.get(key)
             if hit is None:
-                out_term = event.equation.partition("->")[2]
+                out_term = outs[index]
                 chosen = _chosen(event, given, out_term, sizes, cache, targets, memo, above)
                 hit = (_with_kernel(event, chosen), Layout.packed(out_term, chosen.out_order),
                        event, given)
@@ -319,8 +354,8 @@ def _lower_pass(
             made_by = sources[index] if sources is not None else None
             record = (given, targets, hit[0], hit[1], (), _wishes_of(hit[0].kernel, made_by))
         else:
-            record = _lower_forward(event, given, sizes, cache, targets, memo, above,
-                                    freed_in_forward,
+            record = _lower_forward(event, outs[index], given, sizes, cache, targets, memo,
+                                    above, freed_in_forward,
                                     sources[index] if sources is not None else None)
         for name, layout in record[4]:
             layouts[name] = layout
@@ -332,6 +367,27 @@ def _lower_pass(
                     found[source] = orders
         keep(record[2])
     return tuple(lowered), found, records
+
+
+def _earlier(earlier: Earlier, index: int, old: _Record | None, given: tuple[Layout, ...],
+             targets: tuple[tuple[str, ...], ...] | None) -> _Record | None:
+    """An earlier pass's record at ``index`` for these inputs and targets (None: none).
+
+    ``old``, the last pass's record there, joins the earlier ones.
+    """
+    found = None
+    past = earlier.get(index)
+    if past is not None:
+        for record in past:
+            if record[1] == targets and record[0] == given:
+                found = record
+                break
+    if old is not None:
+        if past is None:
+            earlier[index] = [old]
+        else:
+            past.append(old)
+    return found
 
 
 def _wishes_of(
@@ -365,7 +421,7 @@ assert Event._fields[_KERNEL + 1] == "workspace"
 
 
 def _lower_forward(
-    event: Event, given: tuple[Layout, ...], sizes: Mapping[str, int],
+    event: Event, out_term: str, given: tuple[Layout, ...], sizes: Mapping[str, int],
     cache: dict[tuple[tuple[Layout, ...], str], Kernel] | None,
     targets: tuple[tuple[str, ...], ...] | None, memo: Aimed, above: AboveOne,
     freed_in_forward: set[str], made_by: tuple[int | None, ...] | None,
@@ -374,12 +430,11 @@ def _lower_forward(
 
     ``made_by``: the contractions that made its inputs (:data:`Sources`; None: no wishes).
     """
-    lhs, _, out_term = event.equation.partition("->")
     kernel = _chosen(event, given, out_term, sizes, cache, targets, memo, above)
     promoted: tuple[tuple[str, Layout], ...] = ()
     # Only a bmm copies an input; most copy neither (no generator for them).
     if kernel.kind == "bmm" and (kernel.inputs[0].copy or kernel.inputs[1].copy):
-        terms = lhs.split(",")
+        terms = event.equation.partition("->")[0].split(",")
         promote = tuple(
             position
             for position, (name, prep) in enumerate(zip(event.inputs, kernel.inputs, strict=True))

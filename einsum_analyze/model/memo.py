@@ -45,7 +45,7 @@ from typing import Any
 from .equation import Equation
 
 __all__ = ["deterministic_path", "paused_collection", "remembered_paths", "remembered",
-           "shared_table", "strategy_key"]
+           "shared_table", "shared_tables", "strategy_key"]
 
 _Memo = dict[tuple[Any, ...], Any]
 _SCOPE: ContextVar[_Memo | None] = ContextVar("einsum_analyze_memo", default=None)
@@ -155,14 +155,23 @@ def shared_table(kind: str, sizes: Mapping[str, int]) -> dict[Any, Any]:
     The caller fills it with answers that depend only on their key and ``sizes`` (the
     lowering's kernel choices). Outside :func:`remembered_paths` it is a new table.
     """
+    return shared_tables(sizes, kind)[0]
+
+
+def shared_tables(sizes: Mapping[str, int], *kinds: str) -> tuple[dict[Any, Any], ...]:
+    """:func:`shared_table` of each of ``kinds``, the key of ``sizes`` built once."""
     remembered = _SCOPE.get()
     if remembered is None:
-        return {}
-    key = ("table", kind, tuple(sorted(sizes.items())))
-    table = remembered.get(key)
-    if table is None:
-        table = remembered[key] = {}
-    return table
+        return tuple({} for _ in kinds)
+    over = tuple(sorted(sizes.items()))
+    tables = []
+    for kind in kinds:
+        key = ("table", kind, over)
+        table = remembered.get(key)
+        if table is None:
+            table = remembered[key] = {}
+        tables.append(table)
+    return tuple(tables)
 
 
 def strategy_key(name: str, plan: Any, grad: Sequence[int], *, itemsize: int,
