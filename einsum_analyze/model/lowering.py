@@ -348,7 +348,7 @@ def _lower_pass(
             if hit is None:
                 out_term = outs[index]
                 chosen = _chosen(event, given, out_term, sizes, cache, targets, memo, above)
-                hit = (_with_kernel(event, chosen), Layout.packed(out_term, chosen.out_order),
+                hit = (_with_kernel(event, chosen), _packed(out_term, chosen.out_order),
                        event, given)
                 done[key] = hit
             made_by = sources[index] if sources is not None else None
@@ -412,7 +412,17 @@ def _wishes_of(
 
 def _with_kernel(event: Event, kernel: Kernel) -> Event:
     """``event`` with ``kernel`` and its workspace (``_replace``, built directly)."""
-    return Event._make((*event[:_KERNEL], kernel, kernel.workspace, *event[_KERNEL + 2:]))
+    return _NEW(Event, (*event[:_KERNEL], kernel, kernel.workspace, *event[_KERNEL + 2:]))
+
+
+def _packed(dims: str, memory: Sequence[str]) -> Layout:
+    """``Layout.packed(dims, memory)``, built directly."""
+    return _NEW(Layout, (dims, tuple(memory), True))
+
+
+_NEW = tuple.__new__
+"""Builds a named tuple from a tuple of all its fields (no call of its ``__new__`` or
+``_make``: the lowering builds thousands per pass)."""
 
 
 _KERNEL = Event._fields.index("kernel")
@@ -443,10 +453,10 @@ def _lower_forward(
         if promote:
             kernel = kernel._replace(promote=promote)
         promoted = tuple((event.inputs[position],
-                          Layout.packed(terms[position], kernel.inputs[position].copy))
+                          _packed(terms[position], kernel.inputs[position].copy))
                          for position in promote)
     done_event = _with_kernel(event, kernel)
-    return (given, targets, done_event, Layout.packed(out_term, kernel.out_order), promoted,
+    return (given, targets, done_event, _packed(out_term, kernel.out_order), promoted,
             _wishes_of(kernel, made_by))
 
 
@@ -461,7 +471,10 @@ def _chosen(
     above: AboveOne,
 ) -> Kernel:
     """The event's kernel: a wished output layout when that copies less overall."""
-    kernel = cached_kernel(inputs, out_term, sizes, cache, above)
+    # cached_kernel's lookup, inline: most records of a pass find their kernel there.
+    kernel = cache.get((inputs, out_term)) if cache is not None else None
+    if kernel is None:
+        kernel = cached_kernel(inputs, out_term, sizes, cache, above)
     if (targets is None or event.view or len(inputs) != 2
             or tuple(kernel.out_order) in targets):
         return kernel

@@ -17,9 +17,11 @@ from typing import Literal
 
 from ..model.equation import Equation
 from ..model.schedule import Event, Operation
-from .layout import AlignedTensor, nested, packed
+from .layout import AlignedTensor, packed_nests
 
 __all__ = [
+    "EVENT_FIELDS",
+    "NEW_EVENT",
     "PairBackward",
     "PairSide",
     "StepKind",
@@ -28,6 +30,14 @@ __all__ = [
     "diagonal_steps",
     "term_of",
 ]
+
+NEW_EVENT = tuple.__new__
+"""Builds an :class:`Event` from a tuple of all its fields, in :data:`EVENT_FIELDS`'
+order (no call of its ``__new__``: the model builds one per tensor made or freed)."""
+
+EVENT_FIELDS = ("kind", "tensor", "elements", "phase", "op", "inputs", "equation", "view",
+                "consumes", "flops", "kernel", "workspace", "recompute", "ranges")
+assert Event._fields == EVENT_FIELDS
 
 StepKind = Literal["bmm", "mul", "sum"]
 
@@ -92,12 +102,13 @@ def append_backward(
     def alloc(name: str, elements: int, op: Operation, inputs: tuple[str, ...],
               equation: str, flops: int = 0, consumes: tuple[tuple[str, int], ...] = (),
               workspace: tuple[int, ...] = ()) -> None:
-        events.append(Event(kind="alloc", tensor=name, elements=elements, phase="backward",
-                            op=op, inputs=inputs, equation=equation, flops=flops,
-                            consumes=consumes, workspace=workspace))
+        events.append(NEW_EVENT(Event, ("alloc", name, elements, "backward", op, inputs,
+                                        equation, "", consumes, flops, None, workspace,
+                                        False, ())))
 
     def free(name: str, elements: int) -> None:
-        events.append(Event(kind="free", tensor=name, elements=elements, phase="backward"))
+        events.append(NEW_EVENT(Event, ("free", name, elements, "backward", "", (), "", "", (),
+                                        0, None, (), False, ())))
 
     embeds: list[tuple[int, str, str, int]] = []
     taken: set[str] = set()  # storages a gradient took over as a view
@@ -123,7 +134,7 @@ def append_backward(
             continue
         g_name, g_term, g_elements, g_memory = pending.pop(back.result.storage)
         sizes = back.result.sizes
-        if back.kind == "bmm" and not nested(sizes, packed(sizes, g_memory), back.groups):
+        if back.kind == "bmm" and not packed_nests(sizes, g_memory, back.groups):
             # ViewBackward: the incoming gradient reshaped to the product's layout copies.
             alloc(f"gc{number}", g_elements, "contract", (g_name,), f"{g_term}->{g_term}")
             if g_name != seed:

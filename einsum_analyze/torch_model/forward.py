@@ -39,7 +39,15 @@ from itertools import filterfalse
 
 from ..model.equation import Equation, _fresh_labels, split_equation
 from ..model.schedule import Event, Operation
-from .backward import PairBackward, PairSide, StepKind, append_backward, count_flops, term_of
+from .backward import (
+    NEW_EVENT,
+    PairBackward,
+    PairSide,
+    StepKind,
+    append_backward,
+    count_flops,
+    term_of,
+)
 from .layout import (
     AlignedTensor,
     contiguous_strides,
@@ -269,9 +277,8 @@ class _Forward:
 
     def alloc(self, name: str, elements: int, inputs: tuple[str, ...], equation: str,
               flops: int = 0, op: Operation = "contract") -> None:
-        self.events.append(Event(kind="alloc", tensor=name, elements=elements,
-                                 phase="forward", op=op, inputs=inputs,
-                                 equation=equation, flops=flops))
+        self.events.append(NEW_EVENT(Event, ("alloc", name, elements, "forward", op, inputs,
+                                             equation, "", (), flops, None, (), False, ())))
         self.live[name] = elements
         self.rank[name] = len(self.rank)
         self.made.append(name)
@@ -288,8 +295,8 @@ class _Forward:
                  if n in self.live and n not in self.kept and not references.get(n)}
         self.made.clear()
         for name in sorted(loose, key=self.rank.__getitem__):
-            self.events.append(Event(kind="free", tensor=name, elements=self.live.pop(name),
-                                     phase="forward"))
+            self.events.append(NEW_EVENT(Event, ("free", name, self.live.pop(name), "forward",
+                                                 "", (), "", "", (), 0, None, (), False, ())))
 
 
 def torch_autograd_schedule(

@@ -23,6 +23,7 @@ __all__ = [
     "nested",
     "packed",
     "packed_dense",
+    "packed_nests",
 ]
 
 
@@ -98,6 +99,29 @@ def nested(sizes: Mapping[int, int], strides: Mapping[int, int],
         given = list(map(strides.__getitem__, dims))
         inner_sizes = map(sizes.__getitem__, dims[1:])
         if given[:-1] != list(map(mul, inner_sizes, given[1:])):
+            return False
+    return True
+
+
+def packed_nests(sizes: Mapping[int, int], memory: Sequence[int],
+                 groups: Iterable[Sequence[int]]) -> bool:
+    """``nested(sizes, packed(sizes, memory), groups)``, without building the strides.
+
+    In a dense layout of dims of sizes 2 and above, a dim's stride times its size is the
+    stride of the dim just outside it in memory, and no two dims share a stride: a group
+    flattens exactly when its dims above 1 lie side by side in ``memory``, in the group's
+    order. With a dim of size 0, or a ``memory`` that does not hold each dim once, the
+    strides are computed.
+    """
+    order = list(filter(sizes.__contains__, memory))
+    if len(order) != len(sizes) or len(set(order)) != len(order) or 0 in sizes.values():
+        return nested(sizes, packed(sizes, memory), groups)
+    for group in groups:
+        dims = list(filter(sizes.__contains__, group))
+        if len(dims) < 2:
+            continue
+        start = order.index(dims[0])
+        if order[start:start + len(dims)] != dims:
             return False
     return True
 

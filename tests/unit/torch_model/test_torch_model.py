@@ -13,6 +13,8 @@ import importlib
 
 import pytest
 from corpus import CASES
+from hypothesis import given
+from hypothesis import strategies as st
 
 from einsum_analyze.model.equation import parse_equation
 from einsum_analyze.model.memory import simulate_memory
@@ -22,7 +24,13 @@ from einsum_analyze.torch_model.forward import (
     torch_autograd_schedule,
     torch_einsum_path,
 )
-from einsum_analyze.torch_model.layout import contiguous_strides, mul_layout, nested, packed
+from einsum_analyze.torch_model.layout import (
+    contiguous_strides,
+    mul_layout,
+    nested,
+    packed,
+    packed_nests,
+)
 
 
 def schedule(text: str, shapes, grad):
@@ -187,6 +195,26 @@ def test_nested_dims_flatten_without_a_copy():
 def test_packed_strides_skip_size_one_dims():
     # Dim 2 outermost, dim 0 innermost; dim 1 (size 1) takes no room.
     assert packed({0: 2, 2: 4}, [2, 1, 0]) == {0: 1, 2: 2}
+
+
+@given(st.data())
+def test_packed_nests_is_nested_of_the_packed_strides(data):
+    # Sizes 0, 1 (a dim left out) and above; groups drawn over every dim, in any order.
+    ndim = data.draw(st.integers(1, 6))
+    drawn = data.draw(st.lists(st.sampled_from([0, 1, 2, 3, 5]), min_size=ndim, max_size=ndim))
+    sizes = {d: s for d, s in enumerate(drawn) if s != 1}
+    memory = data.draw(st.permutations(range(ndim)))
+    dims = data.draw(st.permutations(range(ndim)))
+    cuts = sorted(data.draw(st.lists(st.integers(0, ndim), max_size=3)))
+    groups = [dims[a:b] for a, b in zip([0, *cuts], [*cuts, ndim], strict=True)]
+    assert packed_nests(sizes, memory, groups) == nested(sizes, packed(sizes, memory), groups)
+
+
+def test_packed_nests_reads_side_by_side_dims():
+    sizes = {0: 2, 1: 3, 2: 4}
+    assert packed_nests(sizes, [0, 1, 2], [(0, 1), (2,)])
+    assert not packed_nests(sizes, [0, 1, 2], [(1, 0), (2,)])
+    assert not packed_nests(sizes, [0, 2, 1], [(0, 1), (2,)])
 
 
 def test_mul_of_same_layout_tensors_keeps_it():
