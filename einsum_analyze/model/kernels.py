@@ -311,10 +311,9 @@ def _lower_contraction(
                 batch, contracted, a_copy, b_copy = (other_batch, other_contracted,
                                                      other_a, other_b)
     return _bmm_kernel(
-        InputPrep(a_reduce, a_keep, a_copy, a_copy or a_order),
-        InputPrep(b_reduce, b_keep, b_copy, b_copy or b_order),
-        batch=batch, left=left, contracted=contracted, right=right,
-        out_order=batch + left + right, workspace=workspace, sizes=sizes, known=known,
+        _NEW(InputPrep, (a_reduce, a_keep, a_copy, a_copy or a_order)),
+        _NEW(InputPrep, (b_reduce, b_keep, b_copy, b_copy or b_order)),
+        batch, left, contracted, right, batch + left + right, workspace, sizes, known,
     )
 
 
@@ -337,7 +336,7 @@ def _block_copies(
 
 
 def _bmm_kernel(
-    a: InputPrep, b: InputPrep, *, batch: tuple[str, ...], left: tuple[str, ...],
+    a: InputPrep, b: InputPrep, batch: tuple[str, ...], left: tuple[str, ...],
     contracted: tuple[str, ...], right: tuple[str, ...], out_order: tuple[str, ...],
     workspace: list[int], sizes: Mapping[str, int], known: tuple[int, int] | None,
 ) -> Kernel:
@@ -349,8 +348,17 @@ def _bmm_kernel(
         workspace.append(known[0] if known else _elements(a.copy, sizes))
     if b.copy:
         workspace.append(known[1] if known else _elements(b.copy, sizes))
-    return Kernel(kind="bmm", inputs=(a, b), batch=batch, left=left, contracted=contracted,
-                  right=right, out_order=out_order, workspace=tuple(workspace))
+    # Built as a tuple of all its fields (no named tuple __new__ call): this runs for
+    # every kernel chosen.
+    return _NEW(Kernel, ("bmm", (a, b), batch, left, contracted, right, out_order,
+                         tuple(workspace), (), ()))
+
+
+_NEW = tuple.__new__
+"""Builds a named tuple from a tuple of all its fields."""
+assert Kernel._fields == ("kind", "inputs", "batch", "left", "contracted", "right",
+                          "out_order", "workspace", "promote", "upcast")
+assert InputPrep._fields == ("reduce", "keep", "copy", "order")
 
 
 def lower_to_layout(
@@ -466,10 +474,9 @@ def _bmm_to(
             if other_copied < copied:
                 contracted, a_copy, b_copy = other, other_a, other_b
     return _bmm_kernel(
-        InputPrep(a_reduce, a_keep, a_copy, a_copy or a_order),
-        InputPrep(b_reduce, b_keep, b_copy, b_copy or b_order),
-        batch=batch, left=left, contracted=contracted, right=right,
-        out_order=target, workspace=workspace, sizes=sizes, known=known,
+        _NEW(InputPrep, (a_reduce, a_keep, a_copy, a_copy or a_order)),
+        _NEW(InputPrep, (b_reduce, b_keep, b_copy, b_copy or b_order)),
+        batch, left, contracted, right, target, workspace, sizes, known,
     )
 
 
