@@ -50,7 +50,7 @@ from _common import scaled, select_cases  # noqa: E402
 from einsum_analyze import analyze, execute  # noqa: E402
 from einsum_analyze.model.planning import Plan  # noqa: E402
 from einsum_analyze.roofline import NOMINAL, DeviceProfile  # noqa: E402
-from einsum_analyze.search import (  # noqa: E402  # noqa: E402
+from einsum_analyze.search import (  # noqa: E402
     candidate_paths,
     floor_bytes,
     score_path,
