@@ -21,7 +21,8 @@ from collections.abc import Mapping
 
 from .schedule import Kernel
 
-__all__ = ["NARROW_ELEMENTS", "NARROW_ITEMSIZE", "NARROW_SUMMED", "narrow_terms"]
+__all__ = ["NARROW_ELEMENTS", "NARROW_ITEMSIZE", "NARROW_SUMMED", "narrow_terms",
+           "vector_product"]
 
 NARROW_SUMMED = 4
 """The most elements a narrow product sums per output element."""
@@ -62,12 +63,19 @@ def narrow_terms(kernel: Kernel, sizes: Mapping[str, int], itemsize: int | None 
     if itemsize is not None and itemsize < NARROW_ITEMSIZE:
         return 0
     summed = math.prod(sizes[c] for c in kernel.contracted)
-    if not 2 <= summed <= NARROW_SUMMED:
-        return 0
     left = math.prod(sizes[c] for c in kernel.left)
     right = math.prod(sizes[c] for c in kernel.right)
-    if min(left, right) != 1:
+    if not vector_product(summed, left, right):
         return 0
     if math.prod(sizes[c] for c in kernel.batch) * left * right < NARROW_ELEMENTS:
         return 0
     return summed
+
+
+def vector_product(summed: int, left: int, right: int) -> bool:
+    """Whether a product of these sides is a matrix-vector one summing 2 to 4 elements.
+
+    ``summed``, ``left`` and ``right``: the elements of its contracted, left and right
+    labels. The narrow shape, whatever its size and dtype.
+    """
+    return 2 <= summed <= NARROW_SUMMED and min(left, right) == 1

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..model.narrow import NARROW_SUMMED, narrow_terms
+from ..model.narrow import narrow_terms, vector_product
 from ..model.schedule import STEP_OPERATIONS, Event, InputPrep, Kernel
 
 __all__ = ["EINSUM_LAUNCHES", "StepCost", "StepTime", "step_cost", "step_costs"]
@@ -243,7 +243,7 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
             written *= 2 * terms_added - 1
             launches += terms_added - 1
         elif kernel.kind == "bmm":
-            vector = _vector_sides(_product(kernel.contracted, sizes),
+            vector = vector_product(_product(kernel.contracted, sizes),
                                    _product(kernel.left, sizes), _product(kernel.right, sizes))
     return StepCost(
         event=position, phase=event.phase, tensor=event.tensor, equation=event.equation,
@@ -252,11 +252,6 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
         recompute=event.recompute, launches=max(1, launches), runner=runner,
         labels=sum(len(term) for term in terms) + len(out_term), vector=vector,
     )
-
-
-def _vector_sides(summed: int, left: int, right: int) -> bool:
-    """A product summing 2 to 4 elements whose left or right side is one element."""
-    return 2 <= summed <= NARROW_SUMMED and min(left, right) == 1
 
 
 def _vector_shape(a: str, b: str, out: str, sizes: Mapping[str, int]) -> bool:
@@ -270,7 +265,7 @@ def _vector_shape(a: str, b: str, out: str, sizes: Mapping[str, int]) -> bool:
     summed = _product(both - set(out), sizes)
     left = _product((set(a) & set(out)) - both, sizes)
     right = _product((set(b) & set(out)) - both, sizes)
-    return _vector_sides(summed, left, right)
+    return vector_product(summed, left, right)
 
 
 def step_costs(events: Sequence[Event], sizes: Mapping[str, int],

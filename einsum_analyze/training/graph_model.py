@@ -33,7 +33,7 @@ from ..roofline import HostCosts, kernel_seconds, predict_time, step_costs
 from .choice import NO_BUDGET, TIME_MARGIN, call_profile, node_s
 
 __all__ = ["GRAPH_NODE_S", "PLAUSIBLE", "REPLAY_S", "ROUNDING", "GraphPrediction",
-           "GraphTrial", "launches_product", "pool_bytes", "predict_graphs"]
+           "GraphTrial", "launches_product", "pool_bytes", "predict_graphs", "rounded_bytes"]
 
 ROUNDING = 512
 """Bytes the CUDA caching allocator rounds every block up to."""
@@ -52,7 +52,8 @@ predicted time, and its device work alone at most :data:`.choice.TIME_MARGIN` of
 time model's error on small calls was up to a factor of two (the module's docstring);
 beyond that, or where the kernels and copies alone take as long, the graphs cannot pay."""
 
-def _rounded(nbytes: int) -> int:
+def rounded_bytes(nbytes: int) -> int:
+    """``nbytes`` as the CUDA caching allocator's block holds them (0 stays 0)."""
     return -(-nbytes // ROUNDING) * ROUNDING if nbytes else 0
 
 
@@ -95,7 +96,7 @@ def pool_bytes(plan: Any, workspace_bytes: int = 0) -> int:
     if not workspace_bytes or first is None:
         return int(profile.peak_bytes)
     before = max(profile.high_bytes[:first], default=0)
-    return int(max(before, max(profile.high_bytes[first:]) + _rounded(workspace_bytes)))
+    return int(max(before, max(profile.high_bytes[first:]) + rounded_bytes(workspace_bytes)))
 
 
 def launches_product(event: Any) -> bool:
@@ -221,11 +222,12 @@ def predict_graphs(plan: Any, key: tuple[Any, ...], workspace_bytes: int = 0) ->
         other = "the plan's eager events"
         other_s = predict_time(plan.result.events, sizes, itemsize, profile,
                                dtype).total_s + node_s(profile)
-    static = sum(_rounded(b) for b in operand_bytes) + (_rounded(out_bytes) if plan.grad else 0)
+    operands = sum(rounded_bytes(b) for b in operand_bytes)
+    out = rounded_bytes(out_bytes)
+    static = operands + (out if plan.grad else 0)
     pool = pool_bytes(plan, workspace_bytes)
-    peak = (sum(_rounded(b) for b in operand_bytes) + static + pool + _rounded(out_bytes)
-            + ((_rounded(out_bytes) + sum(_rounded(b) for b in grad_bytes)) if plan.grad
-               else 0))
+    peak = (operands + static + pool + out
+            + ((out + sum(rounded_bytes(b) for b in grad_bytes)) if plan.grad else 0))
     return GraphPrediction(graph_s=graph_s, device_s=device_s, other_s=other_s, other=other,
                            static_bytes=static, pool_bytes=pool, peak_bytes=peak,
                            plan_peak_bytes=int(plan.result.memory.peak_bytes),

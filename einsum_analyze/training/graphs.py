@@ -63,7 +63,7 @@ import torch
 
 from ..errors import DropinValueError, EinsumAnalyzeError
 from ..model.units import format_exact_bytes
-from .graph_model import ROUNDING, GraphPrediction, GraphTrial, pool_bytes, predict_graphs
+from .graph_model import GraphPrediction, GraphTrial, pool_bytes, predict_graphs, rounded_bytes
 
 __all__ = ["AUTO_CAPTURE_CALLS", "CUDA_GRAPHS_CHOICES", "MAX_INSTANCES", "TRIAL_CALLS",
            "TRIAL_ROUNDS", "CudaGraphs", "GraphInstance", "GraphSlot", "blas_workspace_bytes",
@@ -167,7 +167,7 @@ def blas_workspace_bytes(device: Any) -> int:
         products = [torch.mm(a, a), torch.bmm(a[None], a[None])]
     torch.cuda.synchronize(index)
     grown = torch.cuda.memory_allocated(index) - base
-    grown -= sum(-(-p.numel() * p.element_size() // ROUNDING) * ROUNDING for p in products)
+    grown -= sum(rounded_bytes(p.numel() * p.element_size()) for p in products)
     del products
     clear_blas_workspaces()
     with _SIDE_LOCK:
