@@ -29,11 +29,10 @@ that the model charges each second once:
 
 Every call is timed as runs time theirs (:mod:`.timing`), all of them side by side in
 :data:`HOST_ROUNDS` rounds (:func:`.timing.measure_interleaved`): a forward in blocks of
-calls, warm; a backward one call a block after its setup, cold, after other blocks:
+calls; a backward one call a block after its setup and one untimed call of its own:
 our executor's backward steps, timed as the chain's steps one call a block, after
-torch's forward block; torch's after that block and that one call, as a run's after its
-forward's block. The median of each
-timer's blocks counts, on the calibration's clock.
+torch's forward block; torch's after that block, as a run's after its forward's block.
+The median of each timer's blocks counts, on the calibration's clock.
 
 torch is imported inside the functions: importing this module costs nothing.
 """
@@ -68,7 +67,7 @@ HOST_ROUNDS = 5
 of each timer's blocks counts)."""
 
 BLOCK_S = 1e-2
-"""A forward timer's block (half the runs'): a backward call after it is cold."""
+"""A forward timer's block, in seconds (half the runs')."""
 
 _SIDE = 2
 
@@ -266,9 +265,9 @@ def _never_above_later(points: Sequence[tuple[float, float]]) -> list[tuple[floa
     """Ascending ``(count, seconds)`` points, each at most every later point's seconds.
 
     A backward call of fewer gradient contractions does less than one of more, so it
-    costs no more; where it measured more, its call met a cold cache (a call timed alone
-    after other code meets one now and then, and in rounds that run alike it meets it
-    every round), and the later point's figure stands in.
+    costs no more; where it measured more, its call met a cold cache (the untimed call
+    before it warms the host for its code, not for everything), and the later point's
+    figure stands in.
 
     Example:
         >>> _never_above_later([(2, 9e-4), (4, 4e-4), (6, 5e-4)])
@@ -334,14 +333,13 @@ def host_costs(device: str, dtype: str, fence: Callable[[], None],
     executor_steps = {key: step_costs(events, sizes, itemsize)
                       for key, (_, events, sizes) in executor.items()}
     order = ("short", "long", "wide", "mixed")
-    # Each timer follows the one before it in every round. Our executor's "backward", a
-    # chain's steps run once, follows another code's forward block, torch's: after its
-    # own forward's block it would be warm, where a run's backward runs steps its
-    # forward's block did not (after torch's backward call instead, its cost per label
-    # came out three times as high on the 2-core cpu). torch's backward call follows
-    # its own forward's block and that one call, as a run's backward follows its
-    # forward's block (after our executor's block, it cost 1.5 times as much there).
-    # A run's backward call, as runs time it: after its own forward's block.
+    # Each timer follows the one before it in every round. Every timer with a setup (a
+    # backward call, our executor's "backward": a chain's steps run once) makes one
+    # untimed call of its own before its timed one, as a run's backward does
+    # (.timing._one_block), so these are the costs of a call that finds the host warm.
+    # Our executor's "backward" still follows another code's forward block, torch's, and
+    # torch's backward call its own forward's block; before the untimed call, the order
+    # had moved the cost per label up to three times on the 2-core cpu.
     pair_forward, pair_setup, pair_backward, pair_events, pair_sizes = \
         _executor_backward(device, torch_dtype)
     pair_steps = [step for step in step_costs(pair_events, pair_sizes, itemsize)

@@ -6,7 +6,12 @@ by side.
 
 Setup stays out of the timed block. Calls that need a fresh state each time (a backward
 pass needs a forward pass first) are timed one call a block, with the setup done and
-fenced before the clock starts. Python's garbage collector is paused inside each timed
+fenced before the clock starts. Such a block first makes one untimed call with a state
+of its own (:func:`_one_block`), so that the timed call finds the host as a repeated call
+does, as the calls of a block without setup do: a backward timed right after another
+timer's block, or after an idle device, took 17% to 40% longer on an H200 than the
+same call right after itself (``attention3`` and ``tucker``, docs/results/
+gpu_2026-12-02f, mostly in the host's time to queue it). Python's garbage collector is paused inside each timed
 block, as :mod:`timeit` does (:func:`paused_collection`). The clock and the fence are
 parameters so that tests can inject a deterministic fake.
 """
@@ -129,11 +134,13 @@ class Timer:
 
     def block(self) -> float:
         """Wall seconds of one timed block (states made and fenced before the clock)."""
-        return _one_block(self, self.calls_per_block)
+        return _one_block(self, self.calls_per_block, rewarm=self.setup is not None)
 
 
-def _one_block(timer: Timer, calls: int) -> float:
+def _one_block(timer: Timer, calls: int, *, rewarm: bool = False) -> float:
     with paused_collection():  # a collection in the setup would evict the call's caches
+        if rewarm and timer.setup is not None:  # untimed, its state dropped before the next
+            timer.call(timer.setup())
         states = ([timer.setup() for _ in range(calls)] if timer.setup is not None
                   else [None] * calls)
         timer.fence()
@@ -187,7 +194,8 @@ def prepare(
 
     Without ``setup``, blocks grow tenfold until one takes ``target_block_s`` (or
     ``max_calls_per_block`` is reached); that growth doubles as warm-up. With ``setup``,
-    each block is one call whose state ``setup`` prepared untimed. The arguments are
+    each block is one call whose state ``setup`` prepared untimed (timed blocks, not the
+    warm-up, make one untimed call of their own first). The arguments are
     :func:`measure`'s.
     """
     timer = Timer(call=call, setup=setup, calls_per_block=1, warmup_calls=0, fence=fence,
@@ -251,7 +259,7 @@ def measure(
     Without ``setup``, calls run in blocks whose size grows tenfold until a block takes
     ``target_block_s`` (or ``max_calls_per_block`` is reached); that growth doubles as
     warm-up. With ``setup``, each block is one call whose state ``setup`` prepared
-    untimed.
+    untimed, after one untimed call (setup and call) of its own.
 
     Args:
         call: The timed function; it receives the state made by ``setup`` (or None).

@@ -125,12 +125,23 @@ def test_setup_makes_every_block_one_call_with_setup_outside_the_clock():
                 clock=device.clock)
     assert m.calls_per_block == 1  # no growth even though a call is far below the target
     assert m.warmup_calls == 2
-    assert device.setups == device.calls == 2 + 4
+    # Each timed block makes one untimed call of its own before the timed one.
+    assert device.setups == device.calls == 2 + 2 * 4
     assert all(t == pytest.approx(1e-4, rel=0.011) for t in m.block_times_s)
     # Each call receives the state its own setup made, and the setup is fenced first.
-    assert device.states == [("state", n) for n in range(1, 7)]
-    block = device.log[:6]
-    assert block == ["setup", "fence", "clock", "call", "fence", "clock"]
+    assert device.states == [("state", n) for n in range(1, 11)]
+    warmup = ["setup", "fence", "clock", "call", "fence", "clock"]
+    assert device.log[:6] == warmup
+    timed = device.log[12:20]
+    assert timed == ["setup", "call", "setup", "fence", "clock", "call", "fence", "clock"]
+
+
+def test_the_untimed_call_before_a_timed_one_stays_out_of_the_block():
+    device = FakeDevice(call_s=1.0, setup_s=0.0)
+    timer = prepare(device.call, setup=device.setup, warmup=0, fence=device.fence,
+                    clock=device.clock)
+    assert timer.block() == pytest.approx(1.0, rel=0.011)  # one call, not two
+    assert device.calls == 2
 
 
 def test_call_receives_none_without_setup():
@@ -273,8 +284,9 @@ class LoadedMachine:
 
 
 def test_a_change_of_load_during_interleaved_rounds_leaves_the_ratio_alone():
-    # Warm-up makes 2 calls per timer; the load triples after 2 + 2 + 5 rounds of 2 calls.
-    machine = LoadedMachine(switch_at=4 + 10, load=3.0)
+    # Warm-up makes 2 calls per timer, and each timed block 2 (one untimed); the load
+    # triples after 2 + 2 + 5 rounds of 4 calls.
+    machine = LoadedMachine(switch_at=4 + 20, load=3.0)
     base = prepare(machine.call("base", 0.5), setup=lambda: None, warmup=2,
                    clock=machine.clock)
     slow = prepare(machine.call("slow", 1.0), setup=lambda: None, warmup=2,
@@ -285,7 +297,7 @@ def test_a_change_of_load_during_interleaved_rounds_leaves_the_ratio_alone():
 
 
 def test_the_same_change_of_load_between_separate_measurements_moves_the_ratio():
-    machine = LoadedMachine(switch_at=2 + 10, load=3.0)  # during the second measurement
+    machine = LoadedMachine(switch_at=2 + 20, load=3.0)  # during the second measurement
     base_m = measure(machine.call("base", 0.5), setup=lambda: None, repeats=10, warmup=2,
                      clock=machine.clock)
     slow_m = measure(machine.call("slow", 1.0), setup=lambda: None, repeats=10, warmup=2,
@@ -298,7 +310,7 @@ def test_rounds_take_one_block_of_each_and_rotate_the_first():
     timers = [prepare(machine.call(name, 1.0), setup=lambda: None, warmup=0,
                       clock=machine.clock) for name in "abc"]
     measured = measure_interleaved(timers, repeats=4)
-    assert machine.log == list("abc" "bca" "cab" "abc")
+    assert machine.log == list("aabbcc" "bbccaa" "ccaabb" "aabbcc")  # each untimed, then timed
     assert [m.block_times_s for m in measured] == [(1.0,) * 4] * 3
 
 
