@@ -54,12 +54,20 @@ tests() {
     for file in "$t"/test_*.py; do
         [[ " ${named[*]} " == *" $file "* ]] || rest+=("$file")
     done
-    local peaks="peak_matches_prediction or baselines"
+    # Twelve groups, none much above a minute on the H200 (2026-12-02: the longest group
+    # of eight took 82 s); the -k expressions of each file's groups cover its tests once.
+    local peaks="peak_matches_prediction or baselines" half="half_the_reverse_peak"
+    local heavy="(tucker or chain3 or attention3 or tn18)"
     local groups=("$t/test_cuda_execution.py -k '$peaks'"
-        "$t/test_cuda_execution.py -k 'not ($peaks)'"
-        "$t/test_sliced_cuda.py -k 'False'" "$t/test_sliced_cuda.py -k 'not False'"
+        "$t/test_cuda_execution.py -k 'complex64 and oe'"
+        "$t/test_cuda_execution.py -k 'not ($peaks) and not (complex64 and oe)'"
+        "$t/test_sliced_cuda.py -k '$half and False and $heavy'"
+        "$t/test_sliced_cuda.py -k '$half and False and not $heavy'"
+        "$t/test_sliced_cuda.py -k '$half and True and $heavy'"
+        "$t/test_sliced_cuda.py -k 'not ($half and (False or $heavy))'"
         "$t/test_torch_einsum_cuda.py $t/test_cuda_float16.py"
-        "$t/test_checkpoint_cuda.py $t/test_cuda_training.py $t/test_cuda_timeline.py $t/test_distributed_cuda.py"
+        "$t/test_checkpoint_cuda.py"
+        "$t/test_cuda_training.py $t/test_cuda_timeline.py $t/test_distributed_cuda.py"
         "$t/test_dropin_cuda.py" "${rest[*]}")
     for group in "${!groups[@]}"; do
         [[ -n "${groups[$group]}" ]] || continue
@@ -78,13 +86,16 @@ export -f tests
 export out
 # Each benchmark starts no case it predicts to end past its --max-seconds, below the step's
 # limit (room for its imports and its exit), and names the cases it left out; the limits
-# add up to 520 s. The seconds follow the 2026-12-02 baseline run's (docs/results/
-# gpu_2026-12-02c): budgets, recompute and slicing had been stopped before their first
-# cases ended, so they have more, and recompute's search a deadline.
-step tests     190 bash -c tests
-step dropin     80 python3 benchmarks/bench_dropin.py --device cuda --repeats 10 \
-    --runs torch,torch-again,oe-expr,ours,ours-graphs,torch-reduce-overhead \
-    --overhead-iterations 0 --max-seconds 42 --json "$out/dropin.json"
+# add up to 515 s. The seconds follow the 2026-12-02 runs' (docs/results/gpu_2026-12-02e
+# and gpu_2026-12-02f): the drop-in's eager table over every case, then its CUDA graphs
+# beside compiled reduce-overhead over benchmarks/cases.json, whose target that is.
+step tests     150 bash -c tests
+step dropin     45 python3 benchmarks/bench_dropin.py --device cuda --repeats 10 \
+    --runs torch,torch-again,oe-expr,ours --no-compile \
+    --overhead-iterations 0 --json "$out/dropin.json"
+step graphs     70 python3 benchmarks/bench_dropin.py --device cuda --repeats 10 --set cases \
+    --runs torch,ours,ours-graphs,torch-reduce-overhead \
+    --overhead-iterations 0 --max-seconds 56 --json "$out/graphs.json"
 step models     34 python3 benchmarks/bench_models.py --device cpu,cuda --repeats 12 \
     --json "$out/models.json"
 step training   40 python3 benchmarks/bench_training.py --device cuda --repeats 3 \
