@@ -12,8 +12,8 @@ does, as the calls of a block without setup do: a backward timed right after ano
 timer's block, or after an idle device, took 17% to 40% longer on an H200 than the
 same call right after itself (``attention3`` and ``tucker``, docs/results/
 gpu_2026-12-02f, mostly in the host's time to queue it). Python's garbage collector is
-paused inside each timed block, as :mod:`timeit` does (:func:`paused_collection`). The clock and the fence are
-parameters so that tests can inject a deterministic fake.
+paused inside each timed block, as :mod:`timeit` does (:func:`paused_collection`). The
+clock and the fence are parameters so that tests can inject a deterministic fake.
 """
 
 from __future__ import annotations
