@@ -7,7 +7,8 @@
 paths, their scores, the sliced fallback's slice finder): the code that loops over
 candidates asks :func:`past_deadline` before it starts more work and keeps the best it
 has. The deadline is a context variable, so threads and nested searches keep their own;
-a nested deadline never extends the one around it.
+a nested deadline never extends the one around it. Its clock is a parameter
+(:func:`search_deadline`'s ``clock``; :func:`now` reads it): tests give a fake one.
 """
 
 from __future__ import annotations
@@ -16,44 +17,64 @@ import contextvars
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-__all__ = ["SEARCH_MODULES", "HeldShare", "SearchTimeout", "alarm", "past_deadline", "remaining_s",
-           "search_deadline"]
+__all__ = ["SEARCH_MODULES", "HeldShare", "SearchTimeout", "alarm", "now", "past_deadline",
+           "remaining_s", "search_deadline"]
+
+
+def _perf_counter() -> float:
+    return time.perf_counter()
+
+
+_CLOCK: contextvars.ContextVar[Callable[[], float]] = contextvars.ContextVar(
+    "einsum_analyze_search_clock", default=_perf_counter)
+"""The clock the deadline is read on: ``time.perf_counter`` unless a test gives another."""
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "einsum_analyze_search_deadline", default=None)
-"""``time.perf_counter()`` value at which the training search stops starting work."""
+""":func:`now` value at which the training search stops starting work."""
+
+
+def now() -> float:
+    """The deadline's clock, in seconds (``time.perf_counter`` unless one was given)."""
+    return _CLOCK.get()()
 
 
 @contextmanager
-def search_deadline(seconds: float | None) -> Iterator[None]:
+def search_deadline(seconds: float | None,
+                    clock: Callable[[], float] | None = None) -> Iterator[None]:
     """Within the block, :func:`past_deadline` is true ``seconds`` from now (None: never).
 
-    An enclosing deadline that comes sooner stays in force.
+    An enclosing deadline that comes sooner stays in force. ``clock``: the clock the
+    block's deadline is read on (None: the enclosing block's, else
+    ``time.perf_counter``); a test's fake clock makes the seconds the model's own.
     """
+    clock_token = None if clock is None else _CLOCK.set(clock)
     outer = _DEADLINE.get()
-    mine = None if seconds is None else time.perf_counter() + seconds
+    mine = None if seconds is None else now() + seconds
     chosen = mine if outer is None else outer if mine is None else min(outer, mine)
     token = _DEADLINE.set(chosen)
     try:
         yield
     finally:
         _DEADLINE.reset(token)
+        if clock_token is not None:
+            _CLOCK.reset(clock_token)
 
 
 def past_deadline() -> bool:
     """Whether the training search's deadline has passed (False without one)."""
     deadline = _DEADLINE.get()
-    return deadline is not None and time.perf_counter() >= deadline
+    return deadline is not None and now() >= deadline
 
 
 def remaining_s() -> float | None:
     """Seconds left before the deadline, at least 0 (None without one)."""
     deadline = _DEADLINE.get()
-    return None if deadline is None else max(deadline - time.perf_counter(), 0.0)
+    return None if deadline is None else max(deadline - now(), 0.0)
 
 
 class HeldShare:

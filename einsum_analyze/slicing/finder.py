@@ -24,25 +24,35 @@ The default is ``greedy``: importing cotengra adds its optimizers to opt_einsum'
 is imported only when asked for (``cotengra``, ``auto``).
 
 When no slicing fits, the result is the least peak found, with ``fits`` false.
+
+Under the search's deadline (:mod:`einsum_analyze.model.deadline`) the finder leaves time
+for the chosen plan's final build: the whole schedule, every slice's events, lowered,
+replayed and its time predicted, linear in its events (10 to 25 us an event on a 2-core
+CPU: 0.4 to 3.4 ms a slice at 1,024 slices). Each score counts the whole schedule's
+events (:attr:`SliceScore.events`, from one slice of each set of lengths), and the
+scorings measure the seconds per event (their median over the scorings so far); the
+finder stops before the next scoring would leave less than that plan's build (and
+:data:`FINAL_BUILDS` scorings), and it returns only a plan whose build fits the time
+left: where the best found would not, the best whose build fits (fewer slices).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..model.deadline import remaining_s
+from ..model.deadline import now, remaining_s
 from ..model.lowering import lower_events
 from ..model.memory import simulate_memory
 from ..model.planning import Plan, size_of
 from .plan import SlicePlan
 from .schedule import sliced_schedule
 
-__all__ = ["BEAM", "FINDERS", "LOOKAHEAD", "MAX_SLICES", "MIN_SAVING", "SliceChoice", "SliceScore",
-           "find_slices", "score_slices"]
+__all__ = ["BEAM", "BUILD_PER_EVENT", "FINAL_BUILDS", "FINDERS", "LOOKAHEAD", "MAX_SLICES",
+           "MIN_SAVING", "SliceChoice", "SliceScore", "find_slices", "score_slices"]
 
 FinderName = Literal["auto", "greedy", "cotengra"]
 FINDERS: tuple[str, ...] = ("auto", "greedy", "cotengra")
@@ -75,6 +85,8 @@ class SliceScore:
         backward_flops: FLOPs of the slices' backwards (and the gradients' additions).
         copies: Contiguous copies of parts per step.
         copy_bytes: Their bytes, summed over the step.
+        events: Events of the whole sliced schedule, before lowering (every slice's):
+            what the plan's final build is linear in.
     """
 
     slices: SlicePlan
@@ -83,6 +95,7 @@ class SliceScore:
     backward_flops: int
     copies: int
     copy_bytes: int
+    events: int = 0
 
     @property
     def flops(self) -> int:
@@ -126,6 +139,15 @@ def score_slices(
 
     ``upstream_copy``: the executor copies the upstream gradient (complex dtypes).
     """
+    return _score(plan, slices, grad, itemsize=itemsize, strategy=strategy, options=options,
+                  fused=fused, upstream_copy=upstream_copy)[0]
+
+
+def _score(
+    plan: Plan, slices: SlicePlan, grad: Iterable[int], *, itemsize: int, strategy: str,
+    options: Mapping[str, Any] | None, fused: bool, upstream_copy: bool,
+) -> tuple[SliceScore, int]:
+    """:func:`score_slices`, and the events it built (one slice of each set of lengths)."""
     wanted = tuple(grad)
     groups = slices.shapes()
     representatives = [members[0] for members in groups.values()]
@@ -151,9 +173,13 @@ def score_slices(
         count, elements = per_slice.get(members[0], (0, 0))
         copies += count * len(members)
         copy_elements += elements * len(members)
+    buffers = len(schedule.events) - sum(schedule.slice_events.values())
+    events = buffers + sum(schedule.slice_events[members[0]] * len(members)
+                           for members in groups.values())
     return SliceScore(slices=slices, peak_bytes=memory.peak_bytes, forward_flops=forward,
                       backward_flops=backward, copies=copies,
-                      copy_bytes=copy_elements * itemsize)
+                      copy_bytes=copy_elements * itemsize,
+                      events=events), len(schedule.events)
 
 
 def _copies_by_slice(events: Sequence[Any]) -> dict[int, tuple[int, int]]:
@@ -182,24 +208,63 @@ class _Scorer:
         self.budget = budget
         self.seen: dict[SlicePlan, SliceScore] = {}
         self.last_s = 0.0
+        self.event_s: list[float] = []  # each scoring's seconds per event built, sorted
+        self.most_events = 0  # the most events of a plan scored
 
-    def out_of_time(self) -> bool:
+    def build_s(self, events: int) -> float:
+        """Predicted seconds of the final build of a plan of ``events`` events.
+
+        :data:`BUILD_PER_EVENT` times the scorings' median seconds per event built.
+        """
+        if not self.event_s:
+            return 0.0
+        return BUILD_PER_EVENT * self.event_s[len(self.event_s) // 2] * events
+
+    def out_of_time(self, events: int = 0) -> bool:
         """Whether the search's deadline leaves too little for one more slice plan.
 
-        The chosen plan is built once more after the finder, and its lowering and
-        prediction cost about what a scoring does: the finder stops that much sooner.
+        The finder leaves :data:`FINAL_BUILDS` scorings' time and the final build of the
+        largest plan among those scored and the next (``events``: its events, estimated)
+        before the deadline: the chosen plan is built once more after the finder.
         """
         left = remaining_s()
-        return left is not None and left <= FINAL_BUILDS * self.last_s
+        return left is not None and left <= (FINAL_BUILDS * self.last_s
+                                             + self.build_s(max(events, self.most_events)))
+
+    def affordable(self, found: SliceScore) -> bool:
+        """Whether the deadline leaves time for ``found``'s final build (True without one)."""
+        left = remaining_s()
+        return left is None or self.build_s(found.events) <= left
+
+    def within_time(self, found: SliceScore) -> SliceScore:
+        """``found`` if its final build fits the time left, else the best that does.
+
+        The best: the fitting plan of fewest FLOPs, or the least peak where none fits,
+        among the plans scored whose build fits (fewer slices than ``found``).
+        """
+        if self.affordable(found):
+            return found
+        pool = self._pool()
+        fitting = [s for s in pool if self.fits(s)]
+        if fitting:
+            return min(fitting, key=lambda s: (s.flops, s.peak_bytes, s.slices.count))
+        return min(pool, key=lambda s: (s.peak_bytes, s.flops, s.slices.count))
+
+    def _pool(self) -> list[SliceScore]:
+        """The plans scored whose final build fits the time left (at least the smallest)."""
+        pool = [s for s in self.seen.values() if self.affordable(s)]
+        return pool or [min(self.seen.values(), key=lambda s: (s.events, s.peak_bytes))]
 
     def __call__(self, slices: SlicePlan) -> SliceScore:
         found = self.seen.get(slices)
         if found is None:
-            start = time.perf_counter()
-            found = score_slices(self.plan, slices, self.grad, itemsize=self.itemsize,
-                                 strategy=self.strategy, options=self.options,
-                                 fused=self.fused, upstream_copy=self.upstream_copy)
-            self.last_s = time.perf_counter() - start
+            start = now()
+            found, built = _score(self.plan, slices, self.grad, itemsize=self.itemsize,
+                                  strategy=self.strategy, options=self.options,
+                                  fused=self.fused, upstream_copy=self.upstream_copy)
+            self.last_s = now() - start
+            bisect.insort(self.event_s, self.last_s / max(built, 1))
+            self.most_events = max(self.most_events, found.events)
             self.seen[slices] = found
         return found
 
@@ -207,12 +272,21 @@ class _Scorer:
         return self.budget is None or score.peak_bytes <= self.budget
 
     def smallest(self) -> SliceScore:
-        return min(self.seen.values(), key=lambda s: (s.peak_bytes, s.flops, s.slices.count))
+        """The least peak among the plans whose final build fits the time left."""
+        return min(self._pool(), key=lambda s: (s.peak_bytes, s.flops, s.slices.count))
 
 
 FINAL_BUILDS = 3.0
-"""Scorings' worth of time the finder leaves before the deadline: the chosen plan's final
-build, lowering and time prediction."""
+"""Scorings' worth of time the finder leaves before the deadline beside the chosen plan's
+final build (:data:`BUILD_PER_EVENT`): what that build costs whatever its events (the
+slices' plans and strategies, one per set of lengths)."""
+
+BUILD_PER_EVENT = 1.0
+"""The final build's seconds per event of the whole schedule (built, lowered, replayed,
+its time predicted), over the scorings' median seconds per event they build (built,
+lowered, replayed). Measured on the 2-core CPU: 0.57 (tucker, 1,024 slices), 0.65
+(mps-layer, 1,024; tn18-b512, 640) and 0.90 (tn18-b512, 20 slices): the scorings' own
+seconds, a little above the build's, leave the margin."""
 
 
 def _with_chunk(slices: SlicePlan, label: str, size: int, chunk: int) -> SlicePlan:
@@ -230,8 +304,9 @@ def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
 
     Returns the fitting score of fewest FLOPs at the first level where one fits (its
     chunk widened back as far as it still fits), or the least peak reached. When the
-    search's deadline comes within :data:`FINAL_BUILDS` scorings
-    (:func:`~einsum_analyze.model.deadline.remaining_s`) it scores nothing more and
+    search's deadline comes within :data:`FINAL_BUILDS` scorings and the final build of
+    the next plan (:meth:`_Scorer.out_of_time`;
+    :func:`~einsum_analyze.model.deadline.remaining_s`) it scores nothing more and
     returns the best it has.
     """
     sizes = score.plan.equation.size_dict
@@ -246,9 +321,6 @@ def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
         for current in frontier:
             chunks = dict(zip(current.slices.indices, current.slices.chunks, strict=True))
             for label in labels:
-                if score.out_of_time():
-                    late = True
-                    break
                 old = chunks.get(label, sizes[label])
                 new = -(-old // 2)
                 if new == old:
@@ -256,6 +328,10 @@ def _greedy(score: _Scorer, labels: Sequence[str], start: SlicePlan,
                 trial = _with_chunk(current.slices, label, sizes[label], new)
                 if trial.count > max_slices or trial in children:
                     continue
+                if score.out_of_time(-(-current.events * trial.count
+                                       // max(current.slices.count, 1))):
+                    late = True
+                    break
                 children[trial] = (score(trial), label, old, current)
         fitting = [c for c in children.values() if score.fits(c[0])]
         if fitting:
@@ -387,6 +463,8 @@ def find_slices(
                 break
             results.append((_greedy(score, indices, SlicePlan.none(), max_slices),
                             "cotengra"))
+    # Only a plan whose final build fits the time left: else the best whose build does.
+    results = [(score.within_time(s), name) for s, name in results]
     fitting = [(s, name) for s, name in results if score.fits(s)]
     if fitting:
         best, name = min(fitting, key=lambda t: (t[0].flops, t[0].peak_bytes,

@@ -91,6 +91,8 @@ class SlicedSchedule:
         slice_ids: The slices scheduled, in order.
         slice_flops: Forward and backward FLOPs of each slice scheduled (its additions
             into the buffers included).
+        slice_events: Events of each slice scheduled (its parts and additions included);
+            slices of the same lengths have as many. The rest are the buffers'.
     """
 
     events: tuple[Event, ...]
@@ -103,6 +105,7 @@ class SlicedSchedule:
     gradients: Mapping[int, str]
     slice_ids: tuple[int, ...]
     slice_flops: Mapping[int, tuple[int, int]]
+    slice_events: Mapping[int, int]
 
     def sizes(self, size_dict: Mapping[str, int]) -> dict[str, int]:
         """Every label's size: the equation's and the chunk labels'."""
@@ -244,7 +247,7 @@ def sliced_schedule(
         events=tuple(stitch.events), labels=sizes, forward_flops=stitch.forward_flops,
         shapes=shapes, copies=stitch.copies, copy_elements=stitch.copy_elements,
         output=stitch.y, gradients=dict(stitch.acc), slice_ids=ids,
-        slice_flops=stitch.slice_flops,
+        slice_flops=stitch.slice_flops, slice_events=stitch.slice_events,
     )
 
 
@@ -262,6 +265,7 @@ class _Stitch:
         self.copies = 0
         self.copy_elements = 0
         self.slice_flops: dict[int, tuple[int, int]] = {}
+        self.slice_events: dict[int, int] = {}
         self.sliced = set(slices.indices)
         out = eq.output
         self.out_elements = size_of(out, eq.size_dict)
@@ -332,6 +336,7 @@ class _Stitch:
         forward = self.forward_flops - forward_before
         before = self.slice_flops.get(k, (0, 0))
         self.slice_flops[k] = (before[0] + forward, before[1] + total - forward)
+        self.slice_events[k] = self.slice_events.get(k, 0) + len(self.events) - start
 
     def _add_slice(self, k: int, shape: SliceShape, mode: Mode) -> None:
         eq = self.eq
