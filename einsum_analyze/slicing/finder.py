@@ -174,12 +174,12 @@ def _score(
         copies += count * len(members)
         copy_elements += elements * len(members)
     buffers = len(schedule.events) - sum(schedule.slice_events.values())
-    events = buffers + sum(schedule.slice_events[members[0]] * len(members)
-                           for members in groups.values())
+    whole = buffers + sum(schedule.slice_events[members[0]] * len(members)
+                          for members in groups.values())
     return SliceScore(slices=slices, peak_bytes=memory.peak_bytes, forward_flops=forward,
                       backward_flops=backward, copies=copies,
                       copy_bytes=copy_elements * itemsize,
-                      events=events), len(schedule.events)
+                      events=whole), len(schedule.events)
 
 
 def _copies_by_slice(events: Sequence[Any]) -> dict[int, tuple[int, int]]:
