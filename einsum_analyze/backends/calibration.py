@@ -22,7 +22,8 @@ For the time model (:mod:`einsum_analyze.roofline.time_model`), each kernel clas
 timed at a few sizes, from a few elements to tens of MiB, each call allocating its
 output as a step does (:func:`kernel_times`): a square ``bmm`` (work: FLOPs), a skinny
 ``bmm`` whose contracted size is 2, a batched matrix-vector ``bmm`` summing 2 elements
-(``matvec``), a broadcast ``mul``, a ``sum`` over the last
+(``matvec``), a batched outer product ``bmm`` of 2-vectors by ``n``-vectors in torch.einsum's
+own layout (``outer``), a broadcast ``mul``, a ``sum`` over the last
 dimension and a transposing copy (work: bytes read plus written). A point is the best
 of :data:`BLOCKS` blocks of calls, each block long enough to time (per call).
 
@@ -48,8 +49,9 @@ from ..roofline.host import HostCosts
 from ..roofline.profiles import DeviceProfile, nominal_profile
 from .timing import paused_collection
 
-__all__ = ["BLOCKS", "LAUNCH_BLOCKS", "LAUNCH_CALLS", "Calibration", "calibrate",
-           "calibrated_profile", "clear_cache", "device_profile", "kernel_times"]
+__all__ = ["BLOCKS", "LAUNCH_BLOCKS", "LAUNCH_CALLS", "OUTER_LARGE", "OUTER_SHAPES",
+           "Calibration", "calibrate", "calibrated_profile", "clear_cache", "device_profile",
+           "kernel_times"]
 
 BLOCKS = 3
 """Timed blocks per size of a kernel class (the best counts)."""
@@ -59,6 +61,12 @@ LAUNCH_CALLS = 200
 
 LAUNCH_BLOCKS = 7
 """Blocks of that measurement (the median counts: dispatch is what a call pays)."""
+
+OUTER_SHAPES = ((16, 640), (128, 640), (1024, 640), (4096, 10), (4096, 160))
+"""``(batch, n)`` of the ``outer`` class's products on every device."""
+
+OUTER_LARGE = ((8192, 640), (65536, 10), (65536, 40), (65536, 160), (65536, 640))
+"""Those added on a GPU: 20 to 1,280 outputs per batch, to 336 MB in float32."""
 
 _CACHE: dict[tuple[str, str, int], Calibration] = {}
 
@@ -258,8 +266,8 @@ def kernel_times(device: str, dtype: str, fence: Callable[[], None], clock: Cloc
     thin = (16, 128, 1024, 2048) + ((4096, 8192) if large else ())
     rows = (16, 1024, 65536, 2**19) + ((2**21, 2**22) if large else ())
     found: dict[str, list[tuple[float, float]]] = {k: [] for k in
-                                                    ("bmm", "skinny", "matvec", "mul",
-                                                     "reduce", "copy")}
+                                                    ("bmm", "skinny", "matvec", "outer",
+                                                     "mul", "reduce", "copy")}
     for side in sides:
         a, b = ones(1, side, side), ones(1, side, side)
         found["bmm"].append((2.0 * side**3, _per_call(
@@ -283,7 +291,15 @@ def kernel_times(device: str, dtype: str, fence: Callable[[], None], clock: Cloc
         tall = ones(8, n).t()
         found["copy"].append((16 * n * itemsize, _per_call(
             tall.contiguous, fence, clock, block_s)))
-    del a, b, columns, vector, column, row, wide, tall
+    for batch, n in OUTER_SHAPES + (OUTER_LARGE if large else ()):
+        # batch outer products of a 2-vector by an n-vector, laid out as torch.einsum's
+        # backward passes them to bmm (its size-1 dim strided as a column: cuBLAS's
+        # transposed case, about half the rate of the contiguous one on the H200)
+        pairs = ones(batch, 2).as_strided((batch, 2, 1), (2, 1, 2))
+        rows_n = ones(batch, 1, n)
+        found["outer"].append((itemsize * batch * (2 + n + 2 * n), _per_call(
+            functools.partial(torch.bmm, pairs, rows_n), fence, clock, block_s)))
+    del a, b, columns, vector, column, row, wide, tall, pairs, rows_n
     return {name: tuple(_ascending(points)) for name, points in found.items()}
 
 

@@ -71,6 +71,12 @@ class StepCost:
             product summing 2 to 4 elements (a ``narrow`` shape the executor does not
             run as multiply-adds: torch's own execution, half precision, fewer than
             2^20 outputs), which runs far below the skinny product's rate.
+        outer: A ``torch.einsum`` call (torch's own execution, or our executor's
+            ``einsum`` step) that torch runs as a batched outer product: one ``bmm``
+            with no contracted label, and more than one element in its batch, its left
+            and its right labels (``bz,bd->bzd``). cuBLAS runs it as
+            many tiny matrix products, far below the copy bandwidth (the ``outer``
+            class).
     """
 
     event: int
@@ -88,6 +94,7 @@ class StepCost:
     call_operands: int = 0
     labels: int = 0
     vector: bool = False
+    outer: bool = False
 
     @property
     def intensity(self) -> float:
@@ -204,7 +211,7 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
     copy_bytes = 0
     launches = 1
     runner = "executor"
-    vector = False
+    vector = outer = False
     if event.op in ("zeros", "slice_copy", "accumulate"):
         # Slicing's own traffic: a zero-filled buffer, a part made contiguous, a part
         # added into its accumulator. None of it is the contraction's: all copy bytes.
@@ -226,7 +233,9 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
         written = _product(out_term, sizes)
         launches = EINSUM_LAUNCHES * max(1, len(terms) - 1)
         runner = "torch" if kernel is None else "executor"  # a schedule: step_costs
-        vector = len(terms) == 2 and _vector_shape(terms[0], terms[1], out_term, sizes)
+        if len(terms) == 2:
+            vector = _vector_shape(terms[0], terms[1], out_term, sizes)
+            outer = _outer_shape(terms[0], terms[1], out_term, sizes)
     else:
         name = kernel.kind
         flops = _kernel_flops(kernel, sizes)
@@ -251,6 +260,7 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
         bytes=(read + written) * itemsize, copy_bytes=copy_bytes * itemsize,
         recompute=event.recompute, launches=max(1, launches), runner=runner,
         labels=sum(len(term) for term in terms) + len(out_term), vector=vector,
+        outer=outer,
     )
 
 
@@ -266,6 +276,20 @@ def _vector_shape(a: str, b: str, out: str, sizes: Mapping[str, int]) -> bool:
     left = _product((set(a) & set(out)) - both, sizes)
     right = _product((set(b) & set(out)) - both, sizes)
     return vector_product(summed, left, right)
+
+
+def _outer_shape(a: str, b: str, out: str, sizes: Mapping[str, int]) -> bool:
+    """Whether torch.einsum's product of ``a`` and ``b`` into ``out`` is a batched outer one.
+
+    Its labels as :func:`_vector_shape` sorts them: none contracted, and more than one
+    element in each of the batch, the left and the right labels.
+    """
+    both = set(a) & set(b)
+    if both - set(out):
+        return False
+    left = _product((set(a) & set(out)) - both, sizes)
+    right = _product((set(b) & set(out)) - both, sizes)
+    return _product(both, sizes) > 1 and left > 1 and right > 1
 
 
 def step_costs(events: Sequence[Event], sizes: Mapping[str, int],

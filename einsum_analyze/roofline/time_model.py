@@ -10,7 +10,9 @@ proportional beyond the largest):
   and the skinny product's (contracted size 2) at its bytes: a product of small or thin
   matrices runs far below the large product's rate; a batched matrix-vector product
   summing 2 to 4 elements (:attr:`.steps.StepCost.vector`) at least the ``matvec``
-  class's time at its bytes, slower still;
+  class's time at its bytes, slower still; a torch.einsum call that torch runs as a
+  batched outer product (:attr:`.steps.StepCost.outer`) at least the ``outer``
+  class's time at its bytes;
 - ``mul``: a broadcast product at its bytes, as is ``narrow`` (a product run as ``k``
   multiply-adds: its bytes count the output ``2k - 1`` times, its launches ``k``);
   ``reduce``: a sum over the last dimension;
@@ -66,7 +68,7 @@ __all__ = ["KERNEL_CLASSES", "PredictedTime", "host_kernel_seconds", "interpolat
            "kernel_seconds", "phase_seconds", "predict_steps", "predict_time", "step_seconds",
            "step_times"]
 
-KERNEL_CLASSES = ("bmm", "skinny", "matvec", "mul", "reduce", "copy")
+KERNEL_CLASSES = ("bmm", "skinny", "matvec", "outer", "mul", "reduce", "copy")
 """The classes a calibration measures (:attr:`DeviceProfile.kernel_times`)."""
 
 _MAIN_CLASS = {"mul": "mul", "narrow": "mul", "reduce": "reduce", "copy": "copy",
@@ -130,6 +132,8 @@ def kernel_seconds(step: StepCost, profile: DeviceProfile, dtype: str) -> float:
                       interpolate(times["skinny"], step.bytes))
         if step.vector and "matvec" in times:
             seconds = max(seconds, interpolate(times["matvec"], step.bytes))
+        if step.outer and "outer" in times:
+            seconds = max(seconds, interpolate(times["outer"], step.bytes))
     else:
         seconds = interpolate(times[main], step.bytes or step.copy_bytes)
     extra = step.launches - 1
