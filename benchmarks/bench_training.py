@@ -213,6 +213,35 @@ def _with_inputs(run: dict[str, Any], model_peak: int, input_bytes: int) -> int 
     return int(measured)
 
 
+def _slow_at_b(rec: dict[str, Any], at_b: dict[str, Any]) -> bool:
+    """Whether the plan at B measured over :data:`AT_B_TIME` times the recommendation's."""
+    return bool(rec.get("time_s") and at_b.get("fits") and at_b.get("time_s")
+                and at_b["time_s"] > AT_B_TIME * rec["time_s"])
+
+
+def _second_round(row: dict[str, Any], case: dict[str, Any], shapes: list[list[int]],
+                  device: str, args: argparse.Namespace, budget: int) -> None:
+    """Measure both recommendations once more, at B first, and keep each one's best time.
+
+    Two ``execute`` calls of the same plan have measured 1.27 and 2.03 ms on the H200
+    (``tn18-b512``, docs/results/gpu_2026-12-02h): a slow first round at B is measured
+    again, with the no-budget plan after it, under the same rule for both; the peak kept
+    at B is the larger of its two rounds.
+    """
+    at_b = row["recommended_at_B"]
+    again_b = run_recommended(case, shapes, device, args.repeats, args.warmup,
+                              args.objective, budget)
+    again = run_recommended(case, shapes, device, args.repeats, args.warmup,
+                            args.objective, None)
+    for cell, other in ((row["recommended"], again), (at_b, again_b)):
+        if other.get("time_s"):
+            cell["first_round_time_s"] = cell["time_s"]
+            cell["time_s"] = min(cell["time_s"], other["time_s"])
+    if again_b.get("peak_bytes") is not None and at_b.get("peak_bytes") is not None:
+        at_b["peak_bytes"] = max(at_b["peak_bytes"], again_b["peak_bytes"])
+        at_b["measured_within_budget"] = at_b["peak_bytes"] <= budget
+
+
 AT_B_TIME = 1.5
 """The most a plan at the midpoint budget may take, over the no-budget recommendation."""
 ABOVE = 2**20
@@ -348,6 +377,8 @@ def main() -> int:
                                                    and again["peak_bytes"] <= stated)
                 at_b["run_at_stated_budget"] = again
             row["recommended_at_B"] = at_b
+            if _slow_at_b(row["recommended"], at_b):
+                _second_round(row, case, shapes, device, args, b)
         results.append(row)
         print(f"done {case['name']} ({time.perf_counter() - began:.1f} s)", file=sys.stderr,
               flush=True)

@@ -95,6 +95,7 @@ CLASSES = {
     "bmm": ((1e3, 1e-6), (1e9, 1e-2)),       # 100 GFLOP/s at 1 GFLOP
     "skinny": ((1e3, 1e-6), (1e9, 1e-1)),    # 10 GB/s at 1 GB
     "matvec": ((1e3, 1e-6), (1e9, 4e-1)),    # 2.5 GB/s
+    "outer": ((1e3, 1e-6), (1e9, 8e-1)),     # 1.25 GB/s
     "mul": ((1e3, 1e-6), (1e9, 5e-2)),       # 20 GB/s
     "reduce": ((1e3, 1e-6), (1e9, 1e-1)),
     "copy": ((1e3, 1e-6), (1e9, 2e-1)),      # 5 GB/s
@@ -143,6 +144,26 @@ def test_a_matrix_vector_product_summing_two_takes_the_matvec_class():
     without = replace(CLASSED, kernel_times={k: v for k, v in CLASSES.items() if k != "matvec"})
     assert step_seconds(step, without, "float32") == pytest.approx(max(
         interpolate(CLASSES["bmm"], step.flops), interpolate(CLASSES["skinny"], step.bytes)))
+
+
+def test_torch_s_batched_outer_product_takes_the_outer_class():
+    # bz,bk->bzk at b=64, z=8, k=32: torch runs it as one bmm of (64, 8, 1) by (64, 1, 32)
+    report = analyze("bz,bk->bzk", [(64, 8), (64, 32)], strategies=("torch-autograd",),
+                     grad="none")
+    s = report.strategies[0]
+    (step,) = step_costs(s.events, s.sizes(report.equation.size_dict), 4)
+    assert step.runner == "torch" and step.outer and not step.vector
+    assert step_seconds(step, CLASSED, "float32") == pytest.approx(
+        interpolate(CLASSES["outer"], step.bytes))
+    without = replace(CLASSED, kernel_times={k: v for k, v in CLASSES.items() if k != "outer"})
+    assert step_seconds(step, without, "float32") < step_seconds(step, CLASSED, "float32")
+    # a contraction, a product without a batch and one with a single right element are not
+    for equation, shapes in (("bz,bz->b", [(64, 8), (64, 8)]), ("z,k->zk", [(8,), (32,)]),
+                             ("bz,bk->bzk", [(64, 8), (64, 1)])):
+        other = analyze(equation, shapes, strategies=("torch-autograd",),
+                        grad="none").strategies[0]
+        sizes = other.sizes(analyze(equation, shapes, grad="none").equation.size_dict)
+        assert not any(cost.outer for cost in step_costs(other.events, sizes, 4)), equation
 
 
 def test_an_unreduce_is_priced_as_a_copy_and_extra_kernels_at_launch_cost():
