@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # The GPU suite: the CUDA tests and every one-GPU benchmark, in one call, on one H200.
 #
-#     bash benchmarks/gpu_suite.sh OUTDIR
+#     bash benchmarks/gpu_suite.sh OUTDIR [STEP ...]
 #
+# With STEP names (tests dropin graphs models training budgets execution roofline recompute
+# slicing kernels timemodel steps), only those steps run, each as in the whole suite.
 # Each step writes its log (and its JSON, where the benchmark has one) under OUTDIR, and
 # OUTDIR/summary.txt lists every step with its exit status and seconds. A step that runs
 # past its share of the time is stopped, so the whole suite ends in under 9 minutes; the
 # summary says which were stopped. bench_distributed.py needs two GPUs and is not run here.
 set -uo pipefail
-if [[ $# -ne 1 || "$1" == -* ]]; then
-    echo "usage: bash benchmarks/gpu_suite.sh OUTDIR" >&2
+if [[ $# -lt 1 || "$1" == -* ]]; then
+    echo "usage: bash benchmarks/gpu_suite.sh OUTDIR [STEP ...]" >&2
     exit 2
 fi
 out=$1
+shift
+all_steps=" tests dropin graphs models training budgets execution roofline recompute slicing kernels timemodel steps "
+only=" $* "
+for name in "$@"; do
+    [[ "$all_steps" == *" $name "* ]] || {
+        echo "gpu_suite: unknown step '$name' (steps:${all_steps% })" >&2; exit 2; }
+done
 mkdir -p "$out" || { echo "gpu_suite: cannot create $out" >&2; exit 2; }
 cd "$(dirname "$0")/.." || exit 2
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -32,6 +41,7 @@ status=0
 step() {
     local name=$1 limit=$2
     shift 2
+    [[ "$only" == "  " || "$only" == *" $name "* ]] || return 0
     local start=$SECONDS rc
     timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1
     rc=$?

@@ -152,3 +152,14 @@ def test_bench_dropins_max_seconds_must_be_seconds_above_zero(text):
     done = _bench("benchmarks/bench_dropin.py", "--max-seconds", text)
     assert done.returncode == 2 and done.stdout == ""
     assert f"'{text}' is not seconds above 0" in done.stderr
+
+
+def test_the_named_steps_are_the_suite_s_steps_and_an_unknown_one_is_refused():
+    text = SUITE.read_text()
+    (listed,) = re.findall(r'^all_steps=" ([a-z ]+) "$', text, flags=re.M)
+    assert listed.split() == re.findall(r"^step (\w+) ", text, flags=re.M)
+    done = subprocess.run(["bash", str(SUITE), "/tmp/gpu-suite-unused", "slicing", "nope"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr.strip().splitlines() == [
+        f"gpu_suite: unknown step 'nope' (steps: {listed})"]
