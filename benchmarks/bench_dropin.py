@@ -12,6 +12,9 @@ diagonal); ``--set all`` (the default) runs both. For each case, forward + backw
 - ``torch-compiled``: a module calling torch.einsum, ``torch.compile(fullgraph=True)``;
 - ``oe-expr``: opt_einsum's cached ``contract_expression`` on the torch backend, eager;
 - ``ours``: ``einsum_analyze.torch.einsum``, eager, on a cache hit;
+- ``ours-reverse``: the drop-in with ``strategy="reverse"``: our own plan where
+  ``auto`` may run torch.einsum, a check of that choice; timed only where ``--runs``
+  names it;
 - ``ours-compiled``: a module calling it, ``torch.compile(fullgraph=True)``;
 - ``ours-graphs``: the drop-in, eager, with ``cuda_graphs=True`` (its forward and
   backward replayed as CUDA graphs; CUDA only); timed only where ``--runs`` names it;
@@ -74,7 +77,8 @@ from _common import (  # noqa: E402
 from dropin_table import RUNS, table, targets  # noqa: E402
 
 HERE = Path(__file__).parent
-DEFAULT_RUNS = tuple(run for run in RUNS if run not in ("ours-graphs", "torch-reduce-overhead"))
+DEFAULT_RUNS = tuple(run for run in RUNS
+                     if run not in ("ours-reverse", "ours-graphs", "torch-reduce-overhead"))
 """The runs timed without ``--runs``: the CUDA graphs' two (a capture, and a third compile
 per case) only where asked for, so that the GPU suite's step covers the cases it did
 within its limit."""
@@ -137,6 +141,7 @@ def make_steps(equation: str, operands: Sequence[Any], upstream: Any,
         "torch-again": step_of(lambda *xs: torch.einsum(equation, *xs)),
         "oe-expr": step_of(lambda *xs: expression(*xs, backend="torch")),
         "ours": step_of(lambda *xs: einsum(equation, *xs)),
+        "ours-reverse": step_of(lambda *xs: einsum(equation, *xs, strategy="reverse")),
         "ours-graphs": (step_of(lambda *xs: einsum(equation, *xs, cuda_graphs=True)) if cuda
                         else "CUDA graphs: CUDA only"),
     }

@@ -6,8 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-RUNS = ("torch", "torch-again", "torch-compiled", "oe-expr", "ours", "ours-compiled",
-        "ours-graphs", "torch-reduce-overhead")
+RUNS = ("torch", "torch-again", "torch-compiled", "oe-expr", "ours", "ours-reverse",
+        "ours-compiled", "ours-graphs", "torch-reduce-overhead")
 
 
 def auto_verdict(result: dict[str, Any]) -> str:
@@ -85,7 +85,7 @@ def table(results: list[dict]) -> tuple[list[str], list[str]]:
 
     pairs = (("ours", "torch"), ("torch-again", "torch"), ("ours", "torch-compiled"),
              ("ours-compiled", "torch-compiled"), ("ours-compiled", "ours"),
-             ("oe-expr", "torch"), ("ours-graphs", "torch"),
+             ("oe-expr", "torch"), ("ours-reverse", "torch"), ("ours-graphs", "torch"),
              ("ours-graphs", "torch-reduce-overhead"), ("ours", "torch-reduce-overhead"))
     header = (["case"] + [f"{r} ms" for r in RUNS] + [f"{a}/{b}" for a, b in pairs]
               + ["ours/torch paired", "torch-again/torch paired", "ours/torch fastest blocks",
