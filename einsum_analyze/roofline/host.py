@@ -207,16 +207,22 @@ from calibrations of the project's 2-core machine, docs/method.md); an order of
 magnitude, as the nominal rates are."""
 
 GPU_HOST = HostCosts(
-    forward_step_s=1e-6, backward_step_s=1.6e-6, forward_run_s=1.2e-6, backward_run_s=1.2e-4,
-    forward_kind_s=8e-6, backward_kind_s=6.5e-5, forward_label_s=2.2e-6,
-    backward_label_s=2.75e-6,
-    torch_forward=((2, 6.5e-5), (3, 4.3e-4), (4, 7.7e-4), (6, 2.9e-3), (9, 1.5e-3),
-                   (17, 2.8e-3)),
-    torch_node_s=1.4e-4, torch_backward_s=2.9e-4,
-    torch_backward=((2, 7.9e-4), (4, 9.4e-4), (6, 1.1e-3), (10, 1.5e-3), (16, 2.3e-3),
-                    (32, 5e-3)))
-"""Nominal host costs beside a GPU: an H200's host, calibrated with torch 2.11 and CUDA
-13.0 on 2026-12-02 at 06:00 UTC (docs/results/time_model_2026-12-02c/h200_timemodel.json,
-rounded; its warm forward step came out at 0 beyond its kernels' dispatch, and 1 us
-stands in). A GPU's host launches and synchronises, so its figures are above the cpu's;
-each kernel's launch itself is the profile's ``launch_s``."""
+    forward_step_s=1e-6, backward_step_s=1e-6, forward_run_s=1.9e-6, backward_run_s=2.6e-5,
+    forward_kind_s=4.1e-6, backward_kind_s=8.9e-6, forward_label_s=1.4e-6,
+    backward_label_s=1.3e-6,
+    torch_forward=((2, 4.4e-5), (3, 2.46e-4), (4, 4.63e-4), (6, 2.17e-3), (9, 1.05e-3),
+                   (17, 2.08e-3)),
+    torch_node_s=1.1e-4, torch_backward_s=3.4e-5,
+    torch_backward=((2, 2.58e-4), (4, 4.92e-4), (6, 6.28e-4), (10, 1.042e-3),
+                    (16, 1.409e-3), (32, 3.633e-3)))
+"""Nominal host costs beside a GPU: an H200's host with torch 2.11 and CUDA 13.0, each
+figure the median of three calibrations on three leases, every backward timed warm
+(docs/results/gpu_2026-12-02f/final, gpu_2026-12-02h/s10a, gpu_2026-12-04/s11b, the
+``timemodel.json`` of each); a step's own cost came out at 0 beyond its kernels' dispatch
+on all three, and 1 us stands in; ``torch_backward_s`` and ``torch_node_s`` are a line
+through the backward call's points (they stand in only without them). The cold calibration it replaces charged a backward
+run 120 us and a torch.einsum backward call of two gradients 790 us (26 and 258 us warm):
+on those leases' runs above 0.2 ms the nominal H200 profile now predicts within [0.75,
+1.33] 11, 15 and 13 times of 23, 24 and 22 (9, 1 and 4 before). A GPU's host launches and
+synchronises, so its figures are above the cpu's; each kernel's launch itself is the
+profile's ``launch_s``."""
