@@ -220,9 +220,10 @@ figure the median of three calibrations on three leases, every backward timed wa
 (docs/results/gpu_2026-12-02f/final, gpu_2026-12-02h/s10a, gpu_2026-12-04/s11b, the
 ``timemodel.json`` of each); a step's own cost came out at 0 beyond its kernels' dispatch
 on all three, and 1 us stands in; ``torch_backward_s`` and ``torch_node_s`` are a line
-through the backward call's points (they stand in only without them). The cold calibration it replaces charged a backward
-run 120 us and a torch.einsum backward call of two gradients 790 us (26 and 258 us warm):
-on those leases' runs above 0.2 ms the nominal H200 profile now predicts within [0.75,
-1.33] 11, 15 and 13 times of 23, 24 and 22 (9, 1 and 4 before). A GPU's host launches and
-synchronises, so its figures are above the cpu's; each kernel's launch itself is the
-profile's ``launch_s``."""
+through the backward call's points (they stand in only without them). The cold
+calibration it replaces charged a backward run 120 us and a torch.einsum backward call
+of two gradients 790 us (26 and 258 us warm): on those leases' runs above 0.2 ms the
+nominal H200 profile now predicts within [0.75, 1.33] 11, 15 and 13 times of 23, 24 and
+22 (9, 1 and 4 before; docs/results/gpu_2026-12-04/replay_nominal.py). A GPU's host
+launches and synchronises, so its figures are above the cpu's; each kernel's launch
+itself is the profile's ``launch_s``."""
