@@ -264,32 +264,33 @@ def step_cost(event: Event, position: int, sizes: Mapping[str, int], itemsize: i
     )
 
 
-def _vector_shape(a: str, b: str, out: str, sizes: Mapping[str, int]) -> bool:
-    """Whether torch's product of ``a`` and ``b`` into ``out`` is a narrow matrix-vector one.
+def _pair_sizes(a: str, b: str, out: str,
+                sizes: Mapping[str, int]) -> tuple[int, int, int, int]:
+    """The batch, contracted, left and right sizes of torch's product of ``a`` and ``b``.
 
     Its batch labels are in both inputs and the output, its contracted ones in both
     inputs alone (labels private to one input are summed away first), its left and
     right ones in one input and the output.
     """
     both = set(a) & set(b)
-    summed = _product(both - set(out), sizes)
-    left = _product((set(a) & set(out)) - both, sizes)
-    right = _product((set(b) & set(out)) - both, sizes)
+    return (_product(both & set(out), sizes), _product(both - set(out), sizes),
+            _product((set(a) & set(out)) - both, sizes),
+            _product((set(b) & set(out)) - both, sizes))
+
+
+def _vector_shape(a: str, b: str, out: str, sizes: Mapping[str, int]) -> bool:
+    """Whether torch's product of ``a`` and ``b`` into ``out`` is a narrow matrix-vector one."""
+    _, summed, left, right = _pair_sizes(a, b, out, sizes)
     return vector_product(summed, left, right)
 
 
 def _outer_shape(a: str, b: str, out: str, sizes: Mapping[str, int]) -> bool:
     """Whether torch.einsum's product of ``a`` and ``b`` into ``out`` is a batched outer one.
 
-    Its labels as :func:`_vector_shape` sorts them: none contracted, and more than one
-    element in each of the batch, the left and the right labels.
+    Nothing contracted, and more than one element in its batch, left and right labels.
     """
-    both = set(a) & set(b)
-    if both - set(out):
-        return False
-    left = _product((set(a) & set(out)) - both, sizes)
-    right = _product((set(b) & set(out)) - both, sizes)
-    return _product(both, sizes) > 1 and left > 1 and right > 1
+    batch, summed, left, right = _pair_sizes(a, b, out, sizes)
+    return summed == 1 and batch > 1 and left > 1 and right > 1
 
 
 def step_costs(events: Sequence[Event], sizes: Mapping[str, int],
