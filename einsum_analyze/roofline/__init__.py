@@ -15,7 +15,7 @@ from __future__ import annotations
 from .host import HostCosts, host_from_dict
 from .model import Roofline, StrategyRoofline, build_roofline, with_roofline
 from .profiles import NOMINAL, DeviceProfile, load_profile, profile_from_dict, profile_names
-from .steps import StepCost, StepTime, step_cost, step_costs
+from .steps import StepCost, StepTime, gradient_nodes, step_cost, step_costs
 from .time_model import (
     PredictedTime,
     host_kernel_seconds,
@@ -37,6 +37,7 @@ __all__ = [
     "StepTime",
     "StrategyRoofline",
     "build_roofline",
+    "gradient_nodes",
     "host_from_dict",
     "host_kernel_seconds",
     "interpolate",

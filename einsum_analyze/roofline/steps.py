@@ -36,7 +36,8 @@ from typing import Any
 from ..model.narrow import narrow_terms, vector_product
 from ..model.schedule import STEP_OPERATIONS, Event, InputPrep, Kernel
 
-__all__ = ["EINSUM_LAUNCHES", "StepCost", "StepTime", "step_cost", "step_costs"]
+__all__ = ["EINSUM_LAUNCHES", "StepCost", "StepTime", "gradient_nodes", "step_cost",
+           "step_costs"]
 
 EINSUM_LAUNCHES = 1
 """Kernels one ``torch.einsum`` call of a pairwise step costs in dispatch: one call, whose
@@ -77,6 +78,10 @@ class StepCost:
             and its right labels (``bz,bd->bzd``). cuBLAS runs it as
             many tiny matrix products, far below the copy bandwidth (the ``outer``
             class).
+        folded: A reduction that finishes a broadcast product's gradient (``id->i``
+            after ``id,d->id``, the gradient of ``i,d->id``): torch's product node sums
+            its gradient to the operand's shape itself, so autograd's backward call
+            counts it as no gradient contraction of its own (:func:`gradient_nodes`).
     """
 
     event: int
@@ -95,6 +100,7 @@ class StepCost:
     labels: int = 0
     vector: bool = False
     outer: bool = False
+    folded: bool = False
 
     @property
     def intensity(self) -> float:
@@ -304,5 +310,41 @@ def step_costs(events: Sequence[Event], sizes: Mapping[str, int],
     if any(step.runner == "torch" for step in steps):  # torch.einsum's: every step
         operands = len({name for event in events for name in event.inputs
                         if name.startswith("in") and name[2:].isdigit()})
-        return tuple(replace(step, runner="torch", call_operands=operands) for step in steps)
+        folded = _folded_reductions(events)
+        return tuple(replace(step, runner="torch", call_operands=operands,
+                             folded=step.tensor in folded) for step in steps)
     return steps
+
+
+def _folded_reductions(events: Sequence[Event]) -> frozenset[str]:
+    """The backward reductions torch's product nodes make themselves (``StepCost.folded``).
+
+    A one-input backward contraction that sums labels away from a tensor made by a
+    two-input backward contraction: the broadcast product's gradient, summed to its
+    operand's shape inside the same node.
+    """
+    products = {event.tensor: event.elements for event in events
+                if event.kind == "alloc" and event.phase == "backward"
+                and event.op == "contract" and len(event.inputs) == 2}
+    return frozenset(
+        event.tensor for event in events
+        if event.kind == "alloc" and event.phase == "backward" and event.op == "contract"
+        and len(event.inputs) == 1 and event.elements < products.get(event.inputs[0], 0))
+
+
+def gradient_nodes(steps: Sequence[StepCost]) -> int:
+    """The gradient contractions of torch autograd's backward call among ``steps``.
+
+    Each backward step but the reductions its product nodes make themselves
+    (``StepCost.folded``): the convention of the host calibration's chains, two per
+    pairwise product (:mod:`einsum_analyze.backends.host_calibration`).
+
+    Example:
+        >>> from einsum_analyze import analyze
+        >>> report = analyze("i,d->id", [(64,), (32,)], strategies=("torch-autograd",))
+        >>> result = report.strategies[0]
+        >>> steps = step_costs(result.events, result.sizes(report.equation.size_dict), 4)
+        >>> sum(step.phase == "backward" for step in steps), gradient_nodes(steps)
+        (4, 2)
+    """
+    return sum(step.phase == "backward" and not step.folded for step in steps)

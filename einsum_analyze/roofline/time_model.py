@@ -62,7 +62,7 @@ from typing import Any
 from ..model.schedule import Event
 from .host import interpolate
 from .profiles import DeviceProfile
-from .steps import StepCost, step_costs
+from .steps import StepCost, gradient_nodes, step_costs
 
 __all__ = ["KERNEL_CLASSES", "PredictedTime", "host_kernel_seconds", "interpolate",
            "kernel_seconds", "phase_seconds", "predict_steps", "predict_time", "step_seconds",
@@ -170,7 +170,8 @@ def phase_seconds(steps: Sequence[StepCost], profile: DeviceProfile, phase: str)
     of step in it other than a product (``forward_kind_s``, ``backward_kind_s``: the
     calibration's chains of products against five kinds); torch.einsum's
     forward call (its figure at the call's operands) or autograd's backward call (at its
-    gradient contractions, the phase's steps). Zero for a phase with no step.
+    gradient contractions, :func:`.steps.gradient_nodes`: the phase's steps but the
+    reductions torch's product nodes make themselves). Zero for a phase with no step.
     """
     first = next((step for step in steps if step.phase == phase), None)
     if first is None:
@@ -182,7 +183,7 @@ def phase_seconds(steps: Sequence[StepCost], profile: DeviceProfile, phase: str)
             return host.backward_run_s + kinds * host.backward_kind_s
         return host.forward_run_s + kinds * host.forward_kind_s
     if phase == "backward":
-        return host.backward_call_s(sum(step.phase == phase for step in steps))
+        return host.backward_call_s(gradient_nodes(steps))
     if not host.torch_forward:
         return 0.0
     return interpolate(host.torch_forward, max(1, first.call_operands))

@@ -13,6 +13,7 @@ from einsum_analyze.errors import PlanningError
 from einsum_analyze.roofline import (
     NOMINAL,
     HostCosts,
+    gradient_nodes,
     host_kernel_seconds,
     interpolate,
     kernel_seconds,
@@ -270,6 +271,43 @@ def test_autograds_backward_call_follows_its_points_where_the_profile_has_them()
     assert line.backward_s == pytest.approx(7e-5 + 4 * 2e-5, rel=1e-9)
     # One contraction, below the first point: the first point's figure.
     assert pointed.host.backward_call_s(1) == 3e-4
+
+
+def test_a_broadcast_products_reductions_are_not_gradient_contractions_of_their_own():
+    # i,d->id under torch autograd: one product node (MulBackward) makes both gradients,
+    # each a full-size product summed to its operand's shape inside the node. The model
+    # has four backward steps; autograd's call is priced at the two products, as a
+    # matrix product's (ab,bc->ac: two gradient contractions, no reduction).
+    points = ((2.0, 3e-4), (8.0, 6e-4))
+    pointed = replace(HOSTED, host=replace(HOST, torch_backward=points))
+    outer, steps = _predicted("i,d->id", [(64,), (32,)], "torch-autograd", pointed)
+    backward = [c for c in steps if c.phase == "backward"]
+    assert len(backward) == 4
+    assert [c.equation for c in backward if c.folded] == ["id->i", "id->d"]
+    assert gradient_nodes(steps) == 2
+    assert outer.backward_s == pytest.approx(3e-4, rel=1e-9)
+    pair, pair_steps = _predicted("ab,bc->ac", [(4, 4)] * 2, "torch-autograd", pointed)
+    assert gradient_nodes(pair_steps) == 2 and not any(c.folded for c in pair_steps)
+    assert pair.backward_s == pytest.approx(outer.backward_s, rel=1e-9)
+    # A sum's own backward (the unreduce of ijj->i) is a node of its own: it counts.
+    _, diag = _predicted("ijj,k->ik", [(4, 4, 4), (4,)], "torch-autograd", pointed)
+    assert [c.kernel for c in diag if c.phase == "backward" and not c.folded] == [
+        "einsum", "einsum", "unreduce"]
+    # Our executor's steps are never folded: its backward is priced by its own steps.
+    _, ours = _predicted("i,d->id", [(64,), (32,)], "reverse", pointed)
+    assert not any(c.folded for c in ours)
+
+
+def test_a_tiny_outer_product_runs_torch_einsum_on_the_nominal_cpu():
+    # i,d->id at 64 and 32 on the 2-core cpu, one thread, forward + backward: torch.einsum
+    # 129 us, the reverse plan 166 us (docs/results/folded_2026-12-04). With the product
+    # node's reductions priced as four gradient contractions the model picked reverse.
+    from einsum_analyze.training.choice import NO_BUDGET, _choose_dropin
+
+    for equation, shapes in (("i,d->id", [(64,), (32,)]), ("bi,bj->bij", [(16, 32), (16, 24)])):
+        choice = _choose_dropin(equation, shapes, "float32", [0, 1], "auto", "auto", NO_BUDGET,
+                                NOMINAL["cpu"])
+        assert choice.runs_torch, (equation, choice.reason)
 
 
 def test_the_hosts_side_of_a_phase_prices_kernels_by_dispatch_on_a_gpu_only():
