@@ -32,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import operator
 import threading
 from collections.abc import Callable
 from contextlib import ContextDecorator
@@ -39,12 +40,14 @@ from typing import Any
 
 import torch
 import torch.autograd.forward_ad as _forward_ad
+import torch.fx.experimental.symbolic_shapes as _symbolic_shapes
 
 from .errors import DropinError, DropinValueError
 from .training.calls import (
     TORCH_EINSUM,
     budget_bytes,
     check_options,
+    may_overlap,
     read_call,
     same_layout,
     strided_layout,
@@ -106,8 +109,9 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         The result, as torch.einsum returns it: the same values, dtype and strides.
         Calls the executor does not plan run torch.einsum itself: integer and bool
         operands, mixed dtypes or devices (torch promotes or refuses them), a functorch
-        transform or forward-mode AD in progress, autocast where torch does not cast
-        einsum's operands.
+        transform, forward-mode AD or ``torch.jit.trace`` in progress, an operand class
+        with its own ``__torch_function__``, autocast where torch does not cast einsum's
+        operands, a view of an expanded operand.
 
     Raises:
         RuntimeError, ValueError, TypeError: Where torch.einsum raises them, one line
@@ -115,17 +119,17 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         DropinValueError: A bad ``strategy``, ``budget``, ``optimize``, ``max_plan_s`` or
             ``cuda_graphs``.
     """
+    compiling = torch.compiler.is_compiling()
     if max_plan_s is not None:
         check_plan_s(max_plan_s)
-        with planning_time(max_plan_s):
-            return einsum(*args, strategy=strategy, budget=budget, optimize=optimize,
-                          cuda_graphs=cuda_graphs)
-    compiling = torch.compiler.is_compiling()
-    if not compiling:
-        if strategy != "auto" or budget is not None or optimize != "auto":
-            check_options(strategy, budget, optimize)  # the defaults need no check
-        if cuda_graphs is not False:
-            check_cuda_graphs(cuda_graphs)
+        if not compiling:  # traced, a context cannot be entered: the plan's lookup takes it
+            with planning_time(max_plan_s):
+                return einsum(*args, strategy=strategy, budget=budget, optimize=optimize,
+                              cuda_graphs=cuda_graphs)
+    if not compiling and (strategy != "auto" or budget is not None or optimize != "auto"):
+        check_options(strategy, budget, optimize)  # the defaults need no check
+    if cuda_graphs is not False:
+        check_cuda_graphs(cuda_graphs)
     if len(args) > 1 and type(args[0]) is str and (len(args) > 2
                                                    or isinstance(args[1], torch.Tensor)):
         equation, operands = args[0], args[1:]  # the common form, read without a call
@@ -138,7 +142,9 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
     if not isinstance(first, torch.Tensor):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]  # TypeError
     if not compiling and ((_functorch_active is not None and _functorch_active())
-                          or _forward_ad._current_level >= 0):  # noqa: SLF001 - a dual level
+                          or _forward_ad._current_level >= 0  # noqa: SLF001 - a dual level
+                          or (type(first) is not torch.Tensor and _overrides(type(first)))
+                          or _jit_tracing() is not None):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     device, dtype = first.device, first.dtype
     given = operands  # before autocast's cast: what a double backward differentiates
@@ -158,7 +164,8 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
     mask: list[bool] = [grad_on and head.requires_grad]
     shapes: list[Any] = [head.shape]
     for t in operands[1:]:  # one loop: kinds, dtypes, devices, gradients and shapes
-        if not isinstance(t, torch.Tensor) or t.dtype is not dtype or t.device != device:
+        if not isinstance(t, torch.Tensor) or t.dtype is not dtype or t.device != device or (
+                type(t) is not torch.Tensor and not compiling and _overrides(type(t))):
             return TORCH_EINSUM(equation, *given)  # type: ignore[no-any-return]  # torch's way
         mask.append(grad_on and t.requires_grad)
         shapes.append(t.shape)
@@ -188,8 +195,16 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
                 return _strided_like_torch(result, equation, operands)
         return result
     budget_value = NO_BUDGET if budget is None else budget_bytes(budget)
-    if traced_runs_torch(equation, tuple(tuple(shape) for shape in shapes), dtype, device,
-                         tuple(mask), strategy, optimize, budget_value, compiling):
+    sizes = tuple(tuple(shape) for shape in shapes)
+    if compiling and not all(_static_size(n) for shape in sizes for n in shape):
+        # Symbolic sizes (dynamic=True, or a recompile on a new shape: automatic dynamic):
+        # auto without a budget holds torch.einsum for any sizes; a plan is for the
+        # sizes of this call, which are then guarded (the graph is recompiled for others).
+        if strategy == "auto" and budget is None:
+            return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
+        sizes = tuple(tuple(operator.index(n) for n in shape) for shape in sizes)
+    if traced_runs_torch(equation, sizes, dtype, device, tuple(mask), strategy, optimize,
+                         budget_value, compiling, max_plan_s):
         return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     tensors = [t if t.is_contiguous() else t.contiguous() for t in operands]
     outputs: list[torch.Tensor] = contract(tensors, equation, strategy, optimize,
@@ -206,14 +221,39 @@ def _strided_like_torch(result: torch.Tensor, equation: str,
     The plan's layout is torch's for contiguous operands; torch's result follows its
     operands' strides where it is a view of one or an elementwise product, so that
     ``ij->ji`` of a transposed operand is contiguous there. The copy is differentiable
-    and is not in the plan's model (nor are the operands' contiguous copies).
+    and is not in the plan's model (nor are the operands' contiguous copies). Where
+    torch's result is a view whose elements share addresses (``ij->ij`` of an expanded
+    operand, stride 0), no copy takes that layout: the call is torch.einsum's own.
     """
     shape, strides = strided_layout(equation, tuple(tuple(t.shape) for t in operands),
                                     tuple(t.stride() for t in operands), operands[0].dtype)
     if same_layout(shape, result.stride(), strides):
         return result
+    if may_overlap(shape, strides):
+        return TORCH_EINSUM(equation, *operands)  # type: ignore[no-any-return]
     relaid = torch.empty_strided(shape, strides, dtype=result.dtype, device=result.device)
     return relaid.copy_(result)
+
+
+def _overrides(cls: type) -> bool:
+    """Whether an operand class (not ``torch.Tensor``) defines a ``__torch_function__``.
+
+    torch.einsum hands such a call to it (a subclass may compute einsum its own way), so
+    the drop-in leaves the call to torch.einsum. Plain subclasses (torch's default
+    ``__torch_function__``, or none, as ``nn.Parameter`` and the tracers' tensors) do not.
+    """
+    known = _OVERRIDES.get(cls)
+    if known is None:
+        impl = getattr(cls, "__torch_function__", None)
+        known = _OVERRIDES[cls] = impl is not None and (
+            impl is not torch._C._disabled_torch_function_impl  # noqa: SLF001
+            and getattr(impl, "__func__", None) is not _TENSOR_TORCH_FUNCTION)
+    return known
+
+
+_TENSOR_TORCH_FUNCTION = torch.Tensor.__torch_function__.__func__  # type: ignore[attr-defined]
+_OVERRIDES: dict[type, bool] = {}
+"""Whether each operand class met so far defines its own ``__torch_function__``."""
 
 
 _AUTOCASTS_EINSUM: dict[tuple[str, torch.dtype], bool] = {}
@@ -236,6 +276,12 @@ def _autocast_casts_einsum(device_type: str, low: torch.dtype) -> bool:
     return known
 
 
+_static_size: Callable[[Any], bool] = getattr(_symbolic_shapes, "has_static_value",
+                                              lambda size: True)
+"""Whether a size is a constant while torch.compile traces (False: a symbolic size of a
+dynamic trace; torch.compile reads the answer as a constant)."""
+
+
 EAGER_FAST_PATH = True
 """Eager calls skip the custom op's dispatch and run the same plan through an
 ``autograd.Function`` (a few microseconds less per call); traced calls always use the
@@ -245,6 +291,10 @@ custom op. Tests set it to False to run eager calls through the op."""
 _any_autocast: Callable[[], bool] | None = getattr(torch._C, "_is_any_autocast_enabled", None)
 """Whether autocast is on for any device type (one call, where the per-device question
 parses its argument); None: this torch cannot say, and the device's is asked."""
+
+_jit_tracing: Callable[[], Any] = torch._C._get_tracing_state  # noqa: SLF001
+"""The TorchScript tracer's state (``torch.jit.trace``; None: not tracing), which records
+torch.einsum itself and cannot record the plan's node."""
 
 _functorch_active: Callable[[], bool] | None = getattr(
     torch._C, "_are_functorch_transforms_active", None)

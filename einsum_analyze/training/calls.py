@@ -35,8 +35,8 @@ import torch.functional
 
 from ..errors import DropinError, DropinValueError, EinsumAnalyzeError
 
-__all__ = ["TORCH_EINSUM", "budget_bytes", "check_options", "read_call", "same_layout",
-           "strided_layout", "torch_layout"]
+__all__ = ["TORCH_EINSUM", "budget_bytes", "check_options", "may_overlap", "read_call",
+           "same_layout", "strided_layout", "torch_layout"]
 
 Layout = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -165,6 +165,28 @@ def same_layout(shape: Sequence[int], strides: Sequence[int], other: Sequence[in
     return all(size == 1 or a == b for size, a, b in zip(shape, strides, other, strict=True))
 
 
+def may_overlap(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether two elements of a tensor of ``shape`` and ``strides`` may share an address.
+
+    True for a stride 0 (an expanded dimension) and for any layout whose dimensions,
+    smallest stride first, do not each step past all the smaller ones (conservative:
+    a few interleaved layouts that do not overlap say True too).
+
+    Example:
+        >>> may_overlap((3, 4), (0, 1)), may_overlap((3, 4), (1, 3)), may_overlap((0, 2), (0, 0))
+        (True, False, False)
+    """
+    if 0 in shape:
+        return False
+    reach = 0  # the largest offset the dimensions of smaller strides reach
+    for stride, size in sorted((abs(st), n) for n, st in zip(shape, strides, strict=True)
+                               if n > 1):
+        if stride <= reach:
+            return True
+        reach += stride * (size - 1)
+    return False
+
+
 _CHECKED: set[tuple[Any, ...]] = set()
 _CHECKED_LOCK = threading.Lock()
 
@@ -207,7 +229,9 @@ def check_options(strategy: Any, budget: Any, optimize: Any) -> None:
 
 
 def budget_bytes(budget: int | str) -> int:
-    """The ``budget`` option in bytes.
+    """The ``budget`` option in bytes, at most 2**63 - 1.
+
+    The ops take it as a 64-bit integer; no peak reaches that bound.
 
     Raises:
         DropinValueError: One line: not a size, or not above 0 B (0 must not read as
@@ -222,4 +246,7 @@ def budget_bytes(budget: int | str) -> int:
     if value < 1:  # as analyze(budget=) says
         raise DropinValueError(f"einsum(): budget {budget!r} must be a size above 0 B, such "
                                "as 512MiB")
-    return value
+    return min(value, _INT64_MAX)
+
+
+_INT64_MAX = 2**63 - 1

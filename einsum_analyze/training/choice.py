@@ -158,20 +158,38 @@ def choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
     profile = call_profile(device, dtype)
     with search_deadline(_PLAN_S.get()):
         choice = _choose_dropin(equation, shapes, dtype, grad, strategy, optimize, budget,
-                                profile)
+                                profile, torch_peak_exact(dtype, device))
     return replace(choice, profile=profile)
+
+
+def torch_peak_exact(dtype: str, device: str) -> bool:
+    """Whether the ``torch-autograd`` model's peak may bind a budget for this dtype.
+
+    It leaves out two kinds of copies torch.einsum makes (docs/method.md, section 9):
+    those of lazily conjugated tensors in a complex backward (``MulBackward0`` and
+    ``BmmBackward0`` read ``other.conj()``), and the float32 temporaries of a float16 or
+    bfloat16 sum on the cpu (``should_use_acc_buffer``). Under a budget, torch.einsum
+    then does not run: its measured peak may be over it (``d,`` in complex64: 48 B
+    predicted, 56 B measured). Our plans' models count both.
+    """
+    if dtype.startswith("complex"):
+        return False
+    return not (DTYPE_ITEMSIZE[dtype] == 2 and not device.startswith("cuda"))
 
 
 def _choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
                    grad: Sequence[int], strategy: str, optimize: str,
-                   budget: int, profile: DeviceProfile) -> DropinChoice:
+                   budget: int, profile: DeviceProfile,
+                   torch_exact: bool = True) -> DropinChoice:
     """The plan of :func:`choose_plan`, or torch.einsum's own execution under ``auto``.
 
     With ``strategy="auto"``, torch.einsum runs unless our plan is predicted to take at
     most :data:`TIME_MARGIN` of its time with no higher a predicted peak (and, for one or
     two operands, with no more FLOPs), or torch.einsum's predicted peak is over
-    ``budget``. A named strategy always runs as
-    asked.
+    ``budget``, or there is a budget and its model does not predict its peak exactly
+    (``torch_exact``, :func:`torch_peak_exact`). A named strategy always runs as
+    asked: ``torch-autograd``, the model of torch.einsum's own execution, runs
+    torch.einsum.
 
     Example:
         ``ij,jk->ik`` with sizes 2, 3, 4 does the same work either way, so torch.einsum
@@ -182,6 +200,9 @@ def _choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
         EinsumAnalyzeError: Bad input, or a budget that neither torch.einsum nor any
             plan meets (the message gives the smallest reachable peak).
     """
+    if strategy != "auto" and not get_strategy(strategy).lowered:
+        return _torch_asked(equation, shapes, dtype, grad, strategy, optimize, budget,
+                            profile, torch_exact)
     if strategy != "auto":
         result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget, profile)
         return DropinChoice(result=result, runs_torch=False,
@@ -197,10 +218,17 @@ def _choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
     torch_peak = torch_model.memory.peak_bytes
     torch_s = predicted_s(torch_model, sizes, dtype, profile)
     if budget != NO_BUDGET and torch_peak > budget:
-        result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget, profile)
+        result = _ours_within(equation, shapes, dtype, grad, optimize, budget, profile)
         return DropinChoice(result=result, runs_torch=False, reason=(
             f"torch.einsum's predicted peak {format_exact_bytes(torch_peak)} is over the "
             f"budget of {format_exact_bytes(budget)}; {result.name!r} peaks at "
+            f"{format_exact_bytes(result.memory.peak_bytes)}"))
+    if budget != NO_BUDGET and not torch_exact:
+        result = _ours_within(equation, shapes, dtype, grad, optimize, budget, profile)
+        return DropinChoice(result=result, runs_torch=False, reason=(
+            f"{result.name!r}: a budget of {format_exact_bytes(budget)} binds, and "
+            f"torch.einsum's peak is not predicted exactly for {dtype} (its model leaves "
+            f"copies out); {result.name!r} peaks at "
             f"{format_exact_bytes(result.memory.peak_bytes)}"))
     try:
         result = choose_plan(equation, shapes, dtype, grad, strategy, optimize, budget, profile)
@@ -231,6 +259,63 @@ def _choose_dropin(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
                             reason=f"torch.einsum: no plan is predicted faster ({figures})")
     return DropinChoice(result=result, runs_torch=False,
                         reason=f"{result.name!r}: predicted faster ({figures})")
+
+
+def _ours_within(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
+                 grad: Sequence[int], optimize: str, budget: int,
+                 profile: DeviceProfile) -> StrategyResult:
+    """``auto``'s plan of ours within ``budget``, where torch.einsum may not run.
+
+    The search's recommendation; where it has none of ours within the budget
+    (torch.einsum's own won it, or its sliced fallback, which it scores only for
+    gradients, was not scored), each lowered strategy on the forward path, as for
+    ``strategy="reverse"`` (the fewest FLOPs that fit).
+
+    Raises:
+        EinsumAnalyzeError: No plan of ours fits (the smallest reachable peak given).
+    """
+    refused: EinsumAnalyzeError | None = None
+    try:
+        result = choose_plan(equation, shapes, dtype, grad, "auto", optimize, budget, profile)
+        if get_strategy(result.name).lowered:
+            return result
+    except EinsumAnalyzeError as err:
+        refused = err
+    try:
+        return choose_plan(equation, shapes, dtype, grad, "reverse", optimize, budget,
+                           profile)
+    except EinsumAnalyzeError:
+        if refused is not None:
+            raise refused from None  # the search's smallest peak, over its paths
+        raise
+
+
+def _torch_asked(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
+                 grad: Sequence[int], strategy: str, optimize: str, budget: int,
+                 profile: DeviceProfile, torch_exact: bool) -> DropinChoice:
+    """A strategy that models torch.einsum's own execution, asked for: torch.einsum runs.
+
+    The choice's ``result`` is ``reverse`` mode's plan (what a graphed call would replay);
+    eager and traced calls run torch.einsum, whose peak the strategy's model predicts.
+
+    Raises:
+        EinsumAnalyzeError: A budget that the model's peak is over, or any budget where
+            that peak is not exact (:func:`torch_peak_exact`).
+    """
+    name = get_strategy(strategy).name
+    model = _model(equation, shapes, dtype, grad, name, optimize, NO_BUDGET)
+    peak = model.memory.peak_bytes
+    if budget != NO_BUDGET and (peak > budget or not torch_exact):
+        why = (f"peaks at {format_exact_bytes(peak)}, over the budget of "
+               f"{format_exact_bytes(budget)}" if peak > budget else
+               f"has a peak not predicted exactly for {dtype} (its model leaves copies "
+               f"out), which a budget of {format_exact_bytes(budget)} cannot bind")
+        raise EinsumAnalyzeError(f"strategy {name!r} (torch.einsum's own execution) {why}; "
+                                 "use strategy='auto'")
+    result = choose_plan(equation, shapes, dtype, grad, "reverse", optimize, NO_BUDGET, profile)
+    return DropinChoice(result=result, runs_torch=True, reason=(
+        f"strategy {name!r} asked for: torch.einsum, predicted peak "
+        f"{format_exact_bytes(peak)}"))
 
 
 def choose_plan(equation: str, shapes: Sequence[Sequence[int]], dtype: str,

@@ -121,12 +121,23 @@ def _plan_for_backward(upstream: torch.Tensor, equation: str, strategy: str, opt
 def _run_backward(plan: DropinPlan, upstream: torch.Tensor,
                   saved: list[torch.Tensor]) -> list[torch.Tensor]:
     """The planned backward; ``saved`` is emptied (the schedule owns its tensors)."""
-    seed = upstream.contiguous()
-    if seed is upstream and seed.is_complex():
-        seed = seed.clone()  # the seed is conjugated in place (backward's conjugated space)
     held = list(saved)
     saved.clear()
-    return plan.run_backward(held, seed)
+    return plan.run_backward(held, _seed(upstream))
+
+
+def _seed(upstream: torch.Tensor) -> torch.Tensor:
+    """The seed the backward schedule takes over: ``upstream``, or a copy of it.
+
+    Contiguous; a complex seed is a copy, which backward conjugates in place (its
+    conjugated space). The caller passes it straight to :meth:`.plans.DropinPlan.run_backward`
+    and keeps no reference, so that the schedule frees a copy where it frees the seed,
+    as the plan's model does.
+    """
+    seed = upstream.contiguous()
+    if seed is upstream and seed.is_complex():
+        return seed.clone()
+    return seed
 
 
 @contract_backward.register_fake
@@ -294,18 +305,41 @@ def _differentiable_gradients(ctx: Any, upstream: torch.Tensor,
                               grad: Sequence[int]) -> list[torch.Tensor]:
     """The gradients of operands ``grad`` as differentiable torch ops (double backward).
 
-    ``create_graph=True``: torch.einsum's own backward over the caller's operands, so
-    that the gradients carry a graph back to the operands and to ``upstream``.
+    torch.einsum's own backward over the caller's operands: under ``create_graph=True``
+    the gradients carry a graph back to the operands and to ``upstream``. A batched
+    backward (:func:`_torch_backward`) takes it too, with or without a graph.
     """
     from .calls import TORCH_EINSUM
 
+    create_graph = torch.is_grad_enabled()
     _check_versions(ctx.operands, ctx.operand_versions)
     with torch.enable_grad():
         # the caller's operands as the plan read them (autocast's cast made again)
         operands = [t.to(upstream.dtype) for t in ctx.operands]
         result = TORCH_EINSUM(ctx.equation, *operands)
         return list(torch.autograd.grad(result, [operands[k] for k in grad], upstream,
-                                        create_graph=True, allow_unused=True))
+                                        create_graph=create_graph, allow_unused=True))
+
+
+def _torch_backward() -> bool:
+    """Whether backward runs torch.einsum's own (:func:`_differentiable_gradients`).
+
+    Under ``create_graph=True`` (grad mode on), and under vmap: a batched backward
+    (``autograd.grad(is_grads_batched=True)``, ``gradcheck(check_batched_grad=True)``,
+    ``jacobian(vectorize=True)``, a functorch transform) hands a batched upstream
+    gradient that the plan's kernels (``out=`` products, storage reads) cannot take.
+    """
+    return (torch.is_grad_enabled() or _functorch_active()
+            or (_VMAP_MODE is not None and _vmap_mode_on(_VMAP_MODE)))
+
+
+_functorch_active: Callable[[], bool] = getattr(
+    torch._C, "_are_functorch_transforms_active", lambda: False)
+_vmap_mode_on: Callable[[Any], bool] = torch._C._dispatch_tls_is_dispatch_key_included
+try:
+    _VMAP_MODE: Any = torch._C._parse_dispatch_key("VmapMode")  # torch's legacy vmap
+except (AttributeError, RuntimeError):  # pragma: no cover - a torch without it
+    _VMAP_MODE = None
 
 
 def _backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple[Any, ...]:
@@ -322,7 +356,7 @@ def _backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple[Any, ...]:
                 "traced call; call it eagerly, or use torch.einsum")
         computed = contract_backward(upstream, saved, equation, strategy, optimize, budget,
                                       mask, ctx.shapes)
-    elif torch.is_grad_enabled():
+    elif _torch_backward():
         wanted = [k for k, on in enumerate(mask) if on]
         computed = _differentiable_gradients(ctx, upstream, wanted)
     else:
@@ -378,14 +412,12 @@ class EagerContract(torch.autograd.Function):
         plan: DropinPlan = ctx.plan
         if upstream is None:
             return (None,) * len(ctx.needs_input_grad)
-        if torch.is_grad_enabled():
+        if _torch_backward():
             gradients = _differentiable_gradients(ctx, upstream, plan.grad)
         else:
             saved = _take_saved(ctx)
-            seed = upstream.contiguous()
-            if seed is upstream and seed.is_complex():
-                seed = seed.clone()  # the seed is conjugated in place (conjugated space)
-            gradients = plan.run_backward(saved, seed)  # empties ``saved``: freed as scheduled
+            # empties ``saved`` and holds the only reference to the seed: freed as scheduled
+            gradients = plan.run_backward(saved, _seed(upstream))
         if len(gradients) == len(plan.operand_names):
             return (None, None, *gradients)  # the plan's and operands' slots, then each one's
         return _gradient_slots(ctx, plan.grad, gradients, 2)
@@ -512,7 +544,7 @@ class GraphedContract(torch.autograd.Function):
         plan: DropinPlan = ctx.plan
         if upstream is None:
             return (None,) * len(ctx.needs_input_grad)
-        if torch.is_grad_enabled():
+        if _torch_backward():
             gradients = _differentiable_gradients(ctx, upstream, plan.grad)
         else:
             token = ctx.token

@@ -39,7 +39,7 @@ import torch
 from ..errors import DropinError, DropinValueError, EinsumAnalyzeError
 from ..strategies import StrategyResult
 from .calls import TORCH_EINSUM, same_layout, torch_layout
-from .choice import NO_BUDGET, choose_dropin
+from .choice import NO_BUDGET, choose_dropin, planning_time
 from .graphs import GraphSlot
 from .relayout import with_layout_copy, written_in_layout
 
@@ -207,12 +207,15 @@ class DropinPlan:
     def run_backward(self, saved: Sequence[Any], seed: Any) -> list[Any]:
         """The backward events; returns the gradients in ``grad`` order.
 
-        ``seed`` is the upstream gradient, contiguous; the schedule may take it over.
+        ``seed`` is the upstream gradient, contiguous; the schedule may take it over
+        (a copy of the caller's, for a complex dtype, is freed where the schedule frees
+        the seed: this frame keeps no reference to it).
         """
         live = dict(zip(self.saved_names, saved, strict=True))
         if isinstance(saved, list):
             saved.clear()  # the live tensors are the only references: freed as scheduled
         live["upstream"] = seed
+        del seed
         if torch.is_grad_enabled():
             with torch.no_grad():
                 _run(self.compiled.backward, live)
@@ -294,7 +297,7 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
             torch_result[0], torch_result[1], _layout(live[compiled.output])[1]):
         # torch's layout written by the last step itself, where a kernel can: no copy
         direct = written_in_layout(result, compiled.output, torch_result, sizes, dtype)
-        if direct is not None:
+        if direct is not None and _fits(direct, budget):
             again = compile_schedule(direct.events, sizes)
             relive = run_compiled(again.forward, {f"in{k}": t for k, t in enumerate(operands)})
             if same_layout(torch_result[0], torch_result[1], _layout(relive[again.output])[1]):
@@ -312,8 +315,9 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
     relayout = None
     if torch_result is not None and not same_layout(
             torch_result[0], torch_result[1], _layout(live[compiled.output])[1]):
-        relayout = torch_result
-        result = with_layout_copy(result, compiled.output, dtype)
+        copied = with_layout_copy(result, compiled.output, dtype, torch_result)
+        if _fits(copied, budget):  # a budget binds: the result keeps the schedule's layout
+            relayout, result = torch_result, copied
     forward_layouts = ((relayout or _layout(live[compiled.output])),
                        *(_layout(live[name]) for name in new_saved))
     gradient_layouts: tuple[Layout, ...] = ()
@@ -337,6 +341,11 @@ def build_plan(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: str,
                                               and not choice.runs_torch else ""),
                       torch_path=_torch_path(equation, shapes) if choice.runs_torch
                       else None)
+
+
+def _fits(result: StrategyResult, budget: int) -> bool:
+    """Whether ``result``'s predicted peak is within ``budget`` (or there is none)."""
+    return budget == NO_BUDGET or result.memory.peak_bytes <= budget
 
 
 _COMPILED_REASON = ("; under torch.compile: torch.einsum, which the compiler lowers and "
@@ -488,7 +497,8 @@ def plan_eager_call(fast: tuple[Any, ...], operands: Sequence[torch.Tensor], equ
 @torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
 def traced_runs_torch(equation: str, shapes: tuple[tuple[int, ...], ...], dtype: torch.dtype,
                       device: torch.device, mask: tuple[bool, ...], strategy: str,
-                      optimize: str, budget: int, compiling: bool) -> bool:
+                      optimize: str, budget: int, compiling: bool,
+                      max_plan_s: float | None = None) -> bool:
     """Whether a traced call runs torch.einsum itself.
 
     Under ``torch.compile`` (``compiling``) its plan's ``compiled_runs_torch``, under
@@ -496,14 +506,16 @@ def traced_runs_torch(equation: str, shapes: tuple[tuple[int, ...], ...], dtype:
     the call's static sizes, and keeps the answer as a constant: the graph then holds
     torch.einsum, which the compiler lowers as it lowers any torch.einsum, or else the
     custom op of the plan. The arguments are the call's own values, converted here,
-    outside the trace.
+    outside the trace, and so is the planning time ``max_plan_s`` (None: the default),
+    which a traced call cannot enter as a context.
     """
     name = DTYPE_NAMES.get(dtype)
     if name is None:
         return False  # the custom op raises torch's error
     sizes = tuple(tuple(int(size) for size in shape) for shape in shapes)
-    plan = get_plan(equation, sizes, name, str(device), tuple(mask), strategy, optimize,
-                    budget)
+    with planning_time(max_plan_s):
+        plan = get_plan(equation, sizes, name, str(device), tuple(mask), strategy, optimize,
+                        budget)
     return plan.compiled_runs_torch if compiling else plan.runs_torch
 
 

@@ -28,7 +28,7 @@ from ..model.memory import simulate_memory
 from ..model.schedule import Event
 from ..strategies import StrategyResult
 
-__all__ = ["with_layout_copy", "written_in_layout"]
+__all__ = ["storage_elements", "with_layout_copy", "written_in_layout"]
 
 
 def written_in_layout(result: StrategyResult, output: str,
@@ -86,8 +86,15 @@ def _replayed(result: StrategyResult, events: list[Event], output_elements: int,
     return dataclasses.replace(result, events=tuple(events), memory=replay)
 
 
-def with_layout_copy(result: StrategyResult, output: str, dtype: str) -> StrategyResult:
+def with_layout_copy(result: StrategyResult, output: str, dtype: str,
+                     layout: tuple[Sequence[int], Sequence[int]] | None = None
+                     ) -> StrategyResult:
     """``result`` with its forward result ``output`` copied once more at the end of forward.
+
+    ``layout`` is the copy's shape and strides (torch's; None: dense). Where its strides
+    leave gaps (torch's result of ``ii->i`` is a diagonal view, of stride ``n + 1``), the
+    copy's storage spans them, and the model counts that span (:func:`storage_elements`),
+    as the allocator does.
 
     Example:
         >>> from einsum_analyze import analyze
@@ -104,7 +111,8 @@ def with_layout_copy(result: StrategyResult, output: str, dtype: str) -> Strateg
     term = made.equation.partition("->")[2] if made.equation else ""
     if made.view:
         term = made.view
-    copy = Event(kind="alloc", tensor=f"{output}.torch", elements=made.elements,
+    held = made.elements if layout is None else max(made.elements, storage_elements(*layout))
+    copy = Event(kind="alloc", tensor=f"{output}.torch", elements=held,
                  phase="forward", op="slice_copy", inputs=(output,),
                  equation=f"{term}->{term}")
     added = [copy]
@@ -112,5 +120,19 @@ def with_layout_copy(result: StrategyResult, output: str, dtype: str) -> Strateg
         added.append(Event(kind="free", tensor=output, elements=made.elements,
                            phase="forward"))
     events[last + 1:last + 1] = added
-    return _replayed(result, events, made.elements, result.memory.itemsize,
+    return _replayed(result, events, held, result.memory.itemsize,
                      upstream_copy=dtype.startswith("complex"))
+
+
+def storage_elements(shape: Sequence[int], strides: Sequence[int]) -> int:
+    """Elements of the storage ``torch.empty_strided(shape, strides)`` allocates.
+
+    Example:
+        >>> storage_elements((3,), (4,))  # the diagonal of a 3 x 3 matrix
+        9
+        >>> storage_elements((2, 3), (1, 2))
+        6
+    """
+    if 0 in shape:
+        return 0
+    return 1 + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True))

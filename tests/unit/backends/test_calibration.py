@@ -38,10 +38,21 @@ def test_cpu_calibration_measures_a_cost_per_kernel():
     assert found.to_dict()["launch_s"] == found.launch_s
 
 
-def test_cpu_calibration_times_every_kernel_class_at_growing_sizes():
+def test_cpu_calibration_times_every_kernel_class_at_growing_sizes(monkeypatch):
+    from einsum_analyze.backends import calibration
     from einsum_analyze.roofline.time_model import KERNEL_CLASSES
 
-    found = calibrate("cpu", "float32")
+    # One torch thread, in a calibration of its own: on a loaded 2-core machine a pool of
+    # two threads waits for a descheduled one in every parallel region, and the smallest
+    # outer product (16 batches of 2 by 640) took 8 to 12 ms with two threads, against 9
+    # us with one, whatever its size (2026-12-04, load average 4.5).
+    monkeypatch.setattr(calibration, "_CACHE", {})
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        found = calibrate("cpu", "float32")
+    finally:
+        torch.set_num_threads(threads)
     assert set(found.kernel_times) == set(KERNEL_CLASSES)
     for name, points in found.kernel_times.items():
         works = [work for work, _ in points]
