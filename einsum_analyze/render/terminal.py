@@ -47,6 +47,9 @@ class RunProgress:
         self._case_task: Any = None
         self._case_count = 0
         self._case_number = 0
+        self._started = 0  # runs before the one whose label came last
+        self._finished = 0  # runs done (the executor times them after every label)
+        self._total: int | None = None
 
     def cases(self, count: int) -> None:
         """Announce a batch of ``count`` cases."""
@@ -69,17 +72,27 @@ class RunProgress:
             return
         counted, _, _ = label.partition(" ")
         done, _, total = counted.partition("/")
+        self._total = int(total) if total.isdigit() else None
+        self._started = int(done) - 1 if done.isdigit() else 0
         if self._task is None:
-            self._task = self._bar.add_task(label, total=int(total) if total.isdigit() else None)
-        self._bar.update(self._task, description=label, total=int(total) if total.isdigit()
-                         else None, completed=int(done) - 1 if done.isdigit() else 0)
+            self._task = self._bar.add_task(label, total=self._total)
+        self._bar.update(self._task, description=label, total=self._total,
+                         completed=self._completed())
+
+    def _completed(self) -> int:
+        """Runs the bar counts: those started before the latest or finished, at most all."""
+        count = max(self._started, self._finished)
+        return count if self._total is None else min(count, self._total)
 
     def run_done(self, run: Any) -> None:
         """Stream a finished run as one line above the bar: the table follows at the end."""
         if self._bar is None:
             return
+        self._finished += 1
         if self._task is not None:
-            self._bar.advance(self._task)
+            # Every run's label comes before the first is timed: a finished run moves the
+            # count only past the runs already started, and never past the total.
+            self._bar.update(self._task, completed=self._completed())
         if run.forward is None:
             return
         from .formatting import format_bytes, format_seconds
@@ -99,6 +112,8 @@ class RunProgress:
         if self._bar is not None and self._task is not None:
             self._bar.remove_task(self._task)
             self._task = None
+        self._started = self._finished = 0
+        self._total = None
 
 
 @contextmanager

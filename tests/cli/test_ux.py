@@ -82,8 +82,19 @@ def test_progress_bar_takes_the_counts_and_streams_the_runs():
     report = analyze("ab,bc->ac", [(2, 3), (3, 4)], dtype="float64")
     (run, *_) = execution.execute(report, devices=["cpu"], repeats=1, warmup=0).runs
     progress.run_done(run)
-    assert updates[-1] == {"advance": 7}
+    assert updates[-1] == {"completed": 2}  # runs 1 and 2 are started, one is done
     assert printed[-1].startswith("  reverse on cpu: fwd ") and "grad err" in printed[-1]
+    # The executor labels every run before it times the first: the finished runs then
+    # count up to the total and never past it (it once read 6/4 and 7/4).
+    progress.finish_runs()
+    for k in range(1, 5):
+        progress.run(f"{k}/4 reverse on cpu (torch)")
+    counts = []
+    for _ in range(4):
+        progress.run_done(run)
+        counts.append(updates[-1]["completed"])
+    assert counts == [3, 3, 3, 4]
+    assert not any("advance" in update for update in updates)
 
 
 def test_default_device_is_auto():
