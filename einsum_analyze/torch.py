@@ -92,7 +92,9 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
             one list or tuple), or the sublist format ``x, [0, 1], y, [1, 2], [0, 2]``
             (``Ellipsis`` allowed, the output sublist optional).
         strategy: ``"auto"`` (the recommended plan of :mod:`einsum_analyze.search` where it
-            offers one, else ``reverse``) or any registered strategy name.
+            offers one, else ``reverse``; or torch.einsum itself where no plan of ours is
+            predicted faster without a higher peak: ``cache_info().choices`` says which)
+            or any registered strategy name (``"torch-autograd"`` runs torch.einsum).
         budget: Peak bytes (inputs counted) the plan must fit, e.g. ``"512MiB"``; passed to
             strategies that take a ``budget_bytes`` option. A budget no plan meets raises
             an error giving the smallest reachable peak.
@@ -114,8 +116,10 @@ def einsum(*args: Any, strategy: str = "auto", budget: int | str | None = None,
         operands, a view of an expanded operand.
 
     Raises:
-        RuntimeError, ValueError, TypeError: Where torch.einsum raises them, one line
-            (RuntimeError and ValueError as :class:`DropinError`).
+        RuntimeError, ValueError, TypeError: Where torch.einsum raises them, one line:
+            :class:`DropinError` (a RuntimeError) and :class:`DropinValueError` (a
+            ValueError) for calls the drop-in reads; a call it cannot read as an equation
+            and operands (``einsum("", [])``) goes to torch.einsum and raises its error.
         DropinValueError: A bad ``strategy``, ``budget``, ``optimize``, ``max_plan_s`` or
             ``cuda_graphs``.
     """
