@@ -416,10 +416,24 @@ def _recommended(equation: str, shapes: Sequence[Sequence[int]], dtype: str,
     if plan.source == TORCH_SOURCE and report.search is not None:
         # torch.einsum's own execution won: :func:`choose_dropin` runs it where it may;
         # here the fastest plan of ours that fits as well is what a traced call runs.
-        ours = [p for p in report.search.pareto if p.source != TORCH_SOURCE and
-                p.fits(recommended.budget_bytes)]
-        if ours:
-            plan = min(ours, key=objective_key(report.search.objective))
+        ours = [p for p in report.search.pareto if p.source != TORCH_SOURCE]
+        fitting = [p for p in ours if p.fits(recommended.budget_bytes)]
+        if fitting:
+            plan = min(fitting, key=objective_key(report.search.objective))
+        elif ours:
+            # None of ours fits: the least peak of ours, which :func:`choose_dropin`
+            # compares with torch.einsum's (the torch-autograd model is not a plan of
+            # ours: its events on our executor are not what it models).
+            least = min(ours, key=lambda p: p.peak_bytes)
+            if bounded:
+                raise EinsumAnalyzeError(
+                    f"no plan fits the budget of {format_exact_bytes(budget)}: the "
+                    f"smallest reachable peak is {format_exact_bytes(least.peak_bytes)}, "
+                    f"with strategy {least.strategy!r} on the {least.source} path, inputs "
+                    "counted")
+            return least.result
+        else:
+            return None  # the caller models reverse mode on the forward path
     if not recommended.fits and bounded:
         raise EinsumAnalyzeError(
             f"no plan fits the budget of {format_exact_bytes(budget)}: the smallest "

@@ -266,3 +266,30 @@ def test_the_planning_time_reaches_every_analysis_of_a_first_call(monkeypatch) -
     dropin.clear_cache()
     einsum(equation, *_leaves(shapes))
     assert seen and all(0 < s <= choice.DEFAULT_PLAN_S for s in seen)
+
+
+def test_where_no_plan_of_ours_is_within_torchs_peak_the_reason_compares_ours() -> None:
+    # ibnd,jbnd->bnij at 16x2x4x8: torch.einsum's own execution wins the search and no
+    # plan of ours peaks as low (36,864 B against 32,768 B). The choice keeps our plan of
+    # least peak, not the torch-autograd model (its events are not a plan of ours), so
+    # that the reason compares two executions, and a graphed call has a plan to replay.
+    from einsum_analyze.roofline import NOMINAL
+    from einsum_analyze.training.choice import _choose_dropin
+
+    shapes = ((16, 2, 4, 8), (16, 2, 4, 8))
+    choice = _choose_dropin("ibnd,jbnd->bnij", shapes, "float32", [0, 1], "auto", "auto",
+                            NO_BUDGET, NOMINAL["cpu"])
+    assert choice.runs_torch
+    assert choice.result.name != "torch-autograd"
+    assert choice.reason.startswith("torch.einsum: no plan peaks lower ('reverse' ")
+    torch_peak = analyze("ibnd,jbnd->bnij", list(shapes),
+                         strategies=("torch-autograd",)).strategies[0].memory.peak_bytes
+    assert choice.result.memory.peak_bytes > torch_peak
+    # Under a budget that torch.einsum meets and no plan of ours does, torch.einsum runs.
+    within = _choose_dropin("ibnd,jbnd->bnij", shapes, "float32", [0, 1], "auto", "auto",
+                            torch_peak, NOMINAL["cpu"])
+    assert within.runs_torch and within.result.name != "torch-autograd"
+    torch_peak64 = analyze("ibnd,jbnd->bnij", list(shapes), dtype="float64",
+                           strategies=("torch-autograd",)).strategies[0].memory.peak_bytes
+    _check_against_oracle("ibnd,jbnd->bnij", _leaves(shapes), budget=torch_peak64)
+    assert _last_choice().runs == "torch.einsum"
